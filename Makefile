@@ -1,0 +1,58 @@
+# brewstream: `make run` for the live demo, `make test` for the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BREW := $(VENV)/bin/brewstream
+JARS := .cache/jars
+MVN := mvn -q -B
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint unit sandbox-up sandbox-down clean
+
+install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+$(JARS)/broker/.installed: jars/broker.pom.xml
+	rm -rf $(JARS)/broker
+	$(MVN) -f jars/broker.pom.xml dependency:copy-dependencies
+	touch $@
+
+$(JARS)/spark/.installed: jars/spark-kafka.pom.xml
+	rm -rf $(JARS)/spark
+	$(MVN) -f jars/spark-kafka.pom.xml dependency:copy-dependencies
+	touch $@
+
+# The live demo: broker, topics, a background order feed, then the daemon and its board.
+run: install
+	$(BREW) sandbox up
+	$(BREW) topics create
+	@mkdir -p .sandbox
+	@trap 'kill $$feed 2>/dev/null' EXIT; \
+	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
+	  echo "feeding orders in the background (log: .sandbox/seed-orders.log); Ctrl+C stops both"; \
+	  $(BREW) run
+
+test: install lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+unit: install
+	$(VENV)/bin/pytest -m "not spark" tests/unit $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check service restorer topics sandbox tests
+	$(VENV)/bin/mypy
+
+sandbox-up: install
+	$(BREW) sandbox up
+
+sandbox-down:
+	$(BREW) sandbox down
+
+clean:
+	-$(BREW) sandbox down
+	rm -rf .sandbox state/drink-count state/checkpoints

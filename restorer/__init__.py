@@ -1,0 +1,1 @@
+"""Rebuild a lost store from its compacted changelog."""

@@ -1,0 +1,1 @@
+"""The local Kafka sandbox: one KRaft broker started from Maven jars."""

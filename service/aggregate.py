@@ -1,0 +1,149 @@
+"""Parse and count one micro-batch of orders inside Spark.
+
+Each Spark task parses its rows with orjson and sums drinks locally (a partial count),
+so only a handful of rows per task cross to the driver: one per drink, one per input
+partition for its highest offset, one for the number of good orders, and the bad
+orders themselves (whole, for the DLQ). ``partial_counts`` runs on the executors;
+``merge_partials`` on the driver. Both are pure and tested without Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from service.orders import BadOrder, count_drinks
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# Row kinds of the partial output.
+DRINK, ORDERS, OFFSET, BAD = "drink", "orders", "offset", "bad"
+
+PARTIAL_SCHEMA = pa.schema([
+    ("kind", pa.string()),
+    ("name", pa.string()),       # drink, or the reason of a bad order
+    ("n", pa.int64()),           # quantity, order count, or highest offset seen
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+])
+PARTIAL_DDL = ("kind string, name string, n long, partition int, offset long, "
+               "key binary, value binary")
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    reason: str
+
+
+@dataclass
+class BatchAggregate:
+    deltas: dict[str, int] = field(default_factory=dict)
+    good_orders: int = 0
+    bad: list[BadRecord] = field(default_factory=list)
+    next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> highest offset + 1
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.next_offsets
+
+
+def partial_counts(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out."""
+    totals: dict[str, int] = {}
+    good = 0
+    highest: dict[int, int] = {}
+    bad: list[BadRecord] = []
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        _track_highest(batch, highest)
+        values = batch.column("value").to_pylist()
+        for i, raw in enumerate(values):
+            try:
+                drinks = count_drinks(raw)
+            except BadOrder as exc:
+                bad.append(BadRecord(
+                    batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py(),
+                    batch.column("key")[i].as_py(), raw, str(exc),
+                ))
+                continue
+            good += 1
+            for drink, qty in drinks.items():
+                totals[drink] = totals.get(drink, 0) + qty
+    yield _partial_batch(totals, good, highest, bad)
+
+
+def _track_highest(batch: pa.RecordBatch, highest: dict[int, int]) -> None:
+    parts = batch.column("partition")
+    offsets = batch.column("offset")
+    for p in pc.unique(parts).to_pylist():
+        top = pc.max(pc.filter(offsets, pc.equal(parts, p))).as_py()
+        if top > highest.get(p, -1):
+            highest[p] = top
+
+
+def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, int],
+                   bad: list[BadRecord]) -> pa.RecordBatch:
+    rows: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
+
+    def add(kind: str, name: str | None = None, n: int | None = None, partition: int | None = None,
+            offset: int | None = None, key: bytes | None = None, value: bytes | None = None) -> None:
+        for col, v in zip(PARTIAL_SCHEMA.names, (kind, name, n, partition, offset, key, value), strict=True):
+            rows[col].append(v)
+
+    for drink, qty in totals.items():
+        add(DRINK, name=drink, n=qty)
+    if good:
+        add(ORDERS, n=good)
+    for p, top in highest.items():
+        add(OFFSET, n=top, partition=p)
+    for b in bad:
+        add(BAD, name=b.reason, partition=b.partition, offset=b.offset, key=b.key, value=b.value)
+    return pa.RecordBatch.from_pydict(rows, schema=PARTIAL_SCHEMA)
+
+
+def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
+    """Combine the partial rows of every task into one batch aggregate."""
+    agg = BatchAggregate()
+    for row in rows:
+        kind = row["kind"]
+        if kind == DRINK:
+            agg.deltas[row["name"]] = agg.deltas.get(row["name"], 0) + row["n"]
+        elif kind == ORDERS:
+            agg.good_orders += row["n"]
+        elif kind == OFFSET:
+            p = row["partition"]
+            agg.next_offsets[p] = max(agg.next_offsets.get(p, 0), row["n"] + 1)
+        elif kind == BAD:
+            agg.bad.append(BadRecord(row["partition"], row["offset"], _bytes(row["key"]),
+                                     _bytes(row["value"]), row["name"]))
+        else:
+            raise ValueError(f"unknown partial row kind {kind!r}")
+    agg.bad.sort(key=lambda b: (b.partition, b.offset))
+    return agg
+
+
+def _bytes(v: Any) -> bytes | None:
+    return None if v is None else bytes(v)
+
+
+def aggregate_batch(df: DataFrame, applied: Mapping[int, int]) -> BatchAggregate:
+    """Drop rows below the store's next offsets, then count the rest in Spark."""
+    from pyspark.sql import functions as F
+
+    fresh = df.select("key", "value", "partition", "offset")
+    for partition, next_offset in applied.items():
+        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    partials = fresh.mapInArrow(partial_counts, PARTIAL_DDL).collect()
+    return merge_partials(r.asDict() for r in partials)

@@ -1,0 +1,65 @@
+"""The top-N board: every flush interval, a consistent read of the store becomes a
+printed table and one JSON snapshot on the output topic. It runs on its own thread and
+only reads the store, so flushing never holds up a batch.
+
+The snapshot is produced without a transaction: a lost one is replaced by the next.
+``seq`` counts snapshots of this process; consumers that need order across restarts
+use ``ts``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TextIO
+
+from service.kafka import KafkaConnection
+from service.store import Store
+from service.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
+
+log = logging.getLogger(__name__)
+
+
+class BoardFlusher:
+    def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
+                 out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now) -> None:
+        self.store = store
+        self.topic = topic
+        self.n = n
+        self.interval_s = interval_s
+        self.out = out
+        self.clock = clock
+        self.seq = 0
+        self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="board-flusher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, final_flush: bool = True) -> None:
+        self._stop.set()
+        self._thread.join()
+        if final_flush:
+            self.flush()
+        self._producer.flush(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.flush()
+            except Exception:  # the board must not take the daemon down
+                log.exception("top-N flush failed; next attempt in %.1fs", self.interval_s)
+
+    def flush(self) -> None:
+        state = self.store.read_all()
+        now = self.clock()
+        ranked = top_n(state.counts, self.n)
+        self.seq += 1
+        print(board_text(now, state.processed_orders, self.n, ranked), file=self.out, flush=True)
+        self._producer.produce(self.topic, key=SNAPSHOT_KEY,
+                               value=snapshot_record(self.seq, now, state.processed_orders, ranked))
+        self._producer.poll(0)

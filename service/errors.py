@@ -1,0 +1,5 @@
+"""The one error type the CLI turns into a one-line message and a non-zero exit."""
+
+
+class BrewError(Exception):
+    """A failure the user can act on; its message says what to do next."""

@@ -1,0 +1,30 @@
+"""Where `make install` put the Maven jars, and the classpaths built from them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from service.errors import BrewError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def jars_dir() -> Path:
+    return Path(os.environ.get("BREWSTREAM_JARS", REPO_ROOT / ".cache" / "jars"))
+
+
+def _jars(kind: str) -> list[Path]:
+    folder = jars_dir() / kind
+    found = sorted(folder.glob("*.jar"))
+    if not found:
+        raise BrewError(f"no {kind} jars in {folder}; run `make install` first")
+    return found
+
+
+def broker_classpath() -> str:
+    return os.pathsep.join(str(j) for j in _jars("broker"))
+
+
+def spark_kafka_jars() -> list[Path]:
+    return _jars("spark")

@@ -1,0 +1,118 @@
+"""How every part of brewstream talks to Kafka: one connection description, many clients.
+
+Every client (admin, producers, consumers, Spark's source) is built from the same
+``KafkaConnection`` so that security settings given once reach all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from service.errors import BrewError
+
+DEFAULT_BOOTSTRAP = "localhost:19092"
+METADATA_TIMEOUT_S = 5.0
+
+# librdkafka logs every failed connection attempt at level 3; the CLI reports broker
+# trouble itself, in one line, so the library is kept to critical messages only.
+_QUIET = {"log_level": 2}
+
+# Readers here assign partitions themselves and never commit, so they join no group;
+# librdkafka still wants a group.id to be set.
+_READER = {"group.id": "brewstream-reader", "enable.auto.commit": False}
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {**_QUIET, **self.properties, **(overrides or {}), "bootstrap.servers": self.bootstrap}
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.config())
+
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
+        return Producer(self.config(overrides))
+
+    def consumer(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
+        return Consumer(self.config({**_READER, **(overrides or {})}))
+
+    def spark_options(self) -> dict[str, str]:
+        """The same settings as options for Spark's Kafka source (``kafka.`` prefixed)."""
+        opts = {f"kafka.{k}": str(v) for k, v in self.properties.items()}
+        opts["kafka.bootstrap.servers"] = self.bootstrap
+        return opts
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return KafkaConnection(bootstrap).admin()
+
+
+def require_broker(conn: KafkaConnection, timeout: float = METADATA_TIMEOUT_S) -> None:
+    """Fail fast, in one line, when the broker cannot be reached."""
+    try:
+        conn.admin().list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+
+
+def _unreachable(conn: KafkaConnection, exc: KafkaException) -> BrewError:
+    return BrewError(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
+                     "start it with `brewstream sandbox up` or pass --bootstrap")
+
+
+def partitions_of(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> list[int]:
+    """The topic's partition ids; a clear error when the topic does not exist."""
+    try:
+        meta = conn.admin().list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+    info = meta.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
+    return sorted(info.partitions)
+
+
+def end_offsets(
+    consumer: Consumer, topic: str, partitions: list[int], timeout: float = METADATA_TIMEOUT_S
+) -> dict[int, tuple[int, int]]:
+    """(low, high) per partition; with isolation.level=read_committed, high is the LSO."""
+    out: dict[int, tuple[int, int]] = {}
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+        out[p] = (int(low), int(high))
+    return out
+
+
+def _reason(exc: KafkaException) -> str:
+    err = exc.args[0] if exc.args else exc
+    return str(getattr(err, "str", lambda: err)())
+
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
+                    partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+                    on_delivery: DeliveryCallback | None = None) -> None:
+    """Produce one record; when the local queue is full, serve deliveries until there is room."""
+    kwargs: dict[str, Any] = {}
+    if partition is not None:
+        kwargs["partition"] = partition
+    if headers:
+        kwargs["headers"] = headers
+    if on_delivery is not None:
+        kwargs["on_delivery"] = on_delivery
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)

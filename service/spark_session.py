@@ -1,0 +1,62 @@
+"""Build the SparkSession every brewstream query runs in."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.jars import spark_kafka_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+
+
+def build_session(master: str = "local[*]", app_name: str = "brewstream",
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """A session with Spark's Kafka source on the classpath, quiet logs and no UI.
+
+    ``conf`` overrides any setting (``spark.ui.enabled=true`` brings the UI back).
+    """
+    # Imported here: pyspark costs a second to import and most commands never need it.
+    from pyspark.sql import SparkSession
+
+    # Python workers must run this interpreter, the one with our packages installed.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    local = master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    warnings.filterwarnings("ignore", message=".*pandas.*", category=FutureWarning)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+    java_opts = f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
+    settings: dict[str, str] = {
+        "spark.jars": ",".join(str(j) for j in spark_kafka_jars()),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        # Batches here are small aggregates: a handful of shuffle partitions is plenty.
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "false",
+        "spark.python.worker.reuse": "true",
+        # Adaptive execution does not apply to streaming queries; Spark warns on every start.
+        "spark.sql.adaptive.enabled": "false",
+    }
+    if local:
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    settings.update(conf or {})
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,43 @@
+"""The top-N board: ranking, the printed table and the JSON snapshot (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import orjson
+
+SNAPSHOT_KEY = b"top-n"
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int
+    drink: str
+    count: int
+
+
+def top_n(counts: Mapping[str, int], n: int) -> list[Ranked]:
+    """Highest counts first, ties broken by drink name ascending."""
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return [Ranked(i, drink, count) for i, (drink, count) in enumerate(ordered, start=1)]
+
+
+def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked]) -> str:
+    """The seed's table: ``[HH:MM:SS] processed=N top-10:`` then one ranked row each."""
+    lines = [f"[{now.astimezone():%H:%M:%S}] processed={processed} top-{n}:"]
+    width = max((len(r.drink) for r in ranked), default=0)
+    lines += [f"  {r.rank:>2}. {r.drink:<{width}}  {r.count}" for r in ranked]
+    if not ranked:
+        lines.append("  (no drinks counted yet)")
+    return "\n".join(lines)
+
+
+def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked]) -> bytes:
+    return orjson.dumps({
+        "seq": seq,
+        "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "processed_orders": processed,
+        "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in ranked],
+    })

@@ -1,0 +1,63 @@
+"""Bad orders of every kind, each with the reason it must be rejected with (and good ones)."""
+
+from __future__ import annotations
+
+BAD_ORDERS: list[tuple[str, bytes | None, str]] = [
+    # (name, raw value, expected reason fragment)
+    ("null value", None, "null value"),
+    ("empty value", b"", "empty value"),
+    ("not json", b"latte please", "not JSON"),
+    ("truncated json", b'{"order_id": "o-1", "shop_id": "s", "items": [', "not JSON"),
+    ("invalid utf-8", b'{"order_id": "o-\xff\xfe", "shop_id": "s", "items": []}', "invalid UTF-8"),
+    ("json array", b'[{"drink": "latte", "quantity": 1}]', "not a JSON object"),
+    ("json string", b'"latte"', "not a JSON object"),
+    ("missing order_id", b'{"shop_id": "s", "items": [{"drink": "latte", "quantity": 1}]}', "missing order_id"),
+    ("order_id number", b'{"order_id": 7, "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}]}',
+     "order_id is not a string"),
+    ("missing shop_id", b'{"order_id": "o", "items": [{"drink": "latte", "quantity": 1}]}', "missing shop_id"),
+    ("shop_id null", b'{"order_id": "o", "shop_id": null, "items": [{"drink": "latte", "quantity": 1}]}',
+     "shop_id is not a string"),
+    ("missing items", b'{"order_id": "o", "shop_id": "s"}', "missing items"),
+    ("items null", b'{"order_id": "o", "shop_id": "s", "items": null}', "items is null"),
+    ("items object", b'{"order_id": "o", "shop_id": "s", "items": {"drink": "latte"}}', "items is not a list"),
+    ("items empty", b'{"order_id": "o", "shop_id": "s", "items": []}', "items is empty"),
+    ("item not object", b'{"order_id": "o", "shop_id": "s", "items": ["latte"]}', "item 0 is not an object"),
+    ("drink missing", b'{"order_id": "o", "shop_id": "s", "items": [{"quantity": 1}]}', "drink is missing"),
+    ("drink empty", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "", "quantity": 1}]}',
+     "drink is empty"),
+    ("drink number", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": 5, "quantity": 1}]}',
+     "drink is not a string"),
+    ("quantity missing", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte"}]}',
+     "quantity is missing"),
+    ("quantity string", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": "2"}]}',
+     "quantity is not an integer"),
+    ("quantity float", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 2.0}]}',
+     "quantity is not an integer"),
+    ("quantity bool", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": true}]}',
+     "quantity is not an integer"),
+    ("quantity null", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": null}]}',
+     "quantity is not an integer"),
+    ("quantity zero", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 0}]}',
+     "out of range"),
+    ("quantity negative", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": -3}]}',
+     "out of range"),
+    ("quantity 2^31", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 2147483648}]}',
+     "out of range"),
+    ("quantity beyond 64 bits",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 123456789012345678901234567890}]}',
+     "out of range"),
+    ("one bad item among good",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}, {"drink": "mocha"}]}',
+     "item 1: quantity is missing"),
+    ("lone surrogate drink", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "\\ud800", "quantity": 1}]}',
+     "drink is not valid Unicode"),
+]
+
+GOOD_EDGE_ORDERS: list[tuple[bytes, dict[str, int]]] = [
+    (b'{"order_id": "", "shop_id": "s", "items": [{"drink": "latte", "quantity": 2147483647}]}',
+     {"latte": 2147483647}),
+    (b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}, '
+     b'{"drink": "latte", "quantity": 2}], "extra": {"note": "x"}}', {"latte": 3}),
+    ('{"order_id": "o", "shop_id": "s", "items": [{"drink": "caf\u00e9 cr\u00e8me \u2615", "quantity": 1}]}'.encode(),
+     {"caf\u00e9 cr\u00e8me \u2615": 1}),
+]

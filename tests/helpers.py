@@ -1,0 +1,120 @@
+"""Test helpers that do not reuse the code under test: their own Kafka reads, their own oracle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+from service.kafka import KafkaConnection
+
+BREW = str(Path(sys.executable).parent / "brewstream")
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def brew(conn: KafkaConnection, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
+         check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real console script against the test broker."""
+    full_env = {**os.environ, "KAFKA_BOOTSTRAP": conn.bootstrap, **(env or {})}
+    proc = subprocess.run([BREW, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"brewstream {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def spawn_brew(conn: KafkaConnection, *args: str, env: dict[str, str] | None = None,
+               log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start the console script in its own process group (so a drill can kill it whole)."""
+    full_env = {**os.environ, "KAFKA_BOOTSTRAP": conn.bootstrap, **(env or {})}
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    return subprocess.Popen([BREW, *args], stdout=out, stderr=subprocess.STDOUT, env=full_env,
+                            start_new_session=True)
+
+
+def produce(conn: KafkaConnection, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+            partition: int | None = None) -> int:
+    producer = Producer({"bootstrap.servers": conn.bootstrap, "linger.ms": 5})
+    n = 0
+    for key, value in records:
+        kwargs = {} if partition is None else {"partition": partition}
+        producer.produce(topic, key=key, value=value, **kwargs)
+        n += 1
+        if n % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0, "records left undelivered"
+    return n
+
+
+def order_bytes(order: dict[str, Any]) -> tuple[bytes, bytes]:
+    return order["shop_id"].encode(), json.dumps(order).encode()
+
+
+def oracle(orders: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Expected counts, summed with nothing but a loop over the orders the test built."""
+    totals: dict[str, int] = {}
+    for order in orders:
+        for item in order["items"]:
+            totals[item["drink"]] = totals.get(item["drink"], 0) + item["quantity"]
+    return totals
+
+
+def read_topic(conn: KafkaConnection, topic: str, committed_only: bool = True,
+               timeout: float = 60) -> list[Message]:
+    """Every record of ``topic`` from the beginning to the end offsets taken now."""
+    consumer = Consumer({
+        "bootstrap.servers": conn.bootstrap, "group.id": "brewstream-tests", "enable.auto.commit": False,
+        "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+    })
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {}
+        for p in meta.partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            ends[p] = high
+        todo = {p for p, e in ends.items() if e > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in todo])
+        out: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while todo:
+            assert time.monotonic() < deadline, f"reading {topic} did not reach {ends}"
+            for msg in consumer.consume(1000, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                if msg.offset() < ends[msg.partition()]:
+                    out.append(msg)
+            for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+        return out
+    finally:
+        consumer.close()
+
+
+def counts_json(conn: KafkaConnection, state_dir: Path) -> dict[str, Any]:
+    proc = brew(conn, "counts", "--state-dir", str(state_dir), "--json", check=True)
+    return json.loads(proc.stdout)
+
+
+def create_topic(conn: KafkaConnection, name: str, partitions: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = conn.admin()  # must outlive the future
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result()

@@ -1,0 +1,15 @@
+from service.kafka import KafkaConnection
+from tests.helpers import brew
+from topics.catalog import ALL_TOPICS, CHANGELOG
+
+
+def test_create_twice_and_describe(kafka: KafkaConnection) -> None:
+    first = brew(kafka, "topics", "create", check=True)
+    second = brew(kafka, "topics", "create", check=True)
+    assert all(line.split()[0] in ("created", "exists") for line in first.stdout.splitlines())
+    assert [line.split() for line in second.stdout.splitlines()] == [["exists", t.name] for t in ALL_TOPICS]
+    described = brew(kafka, "topics", "describe", check=True).stdout.splitlines()
+    changelog = next(line for line in described if line.startswith(CHANGELOG + " "))
+    assert "partitions=3" in changelog
+    assert "cleanup.policy=compact" in changelog
+    assert "min.cleanable.dirty.ratio=0.01" in changelog

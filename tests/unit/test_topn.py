@@ -1,0 +1,32 @@
+from datetime import UTC, datetime
+
+import orjson
+
+from service.topn import Ranked, board_text, snapshot_record, top_n
+
+
+def test_count_descending_then_name_ascending() -> None:
+    counts = {"mocha": 5, "latte": 9, "americano": 5, "espresso": 1}
+    assert top_n(counts, 3) == [Ranked(1, "latte", 9), Ranked(2, "americano", 5), Ranked(3, "mocha", 5)]
+
+
+def test_n_larger_than_drinks_and_empty() -> None:
+    assert [r.drink for r in top_n({"a": 1, "b": 2}, 10)] == ["b", "a"]
+    assert top_n({}, 10) == []
+
+
+def test_board_text_has_the_seed_header_and_rows() -> None:
+    now = datetime(2026, 11, 22, 10, 0, 5, tzinfo=UTC)
+    text = board_text(now, 1234, 10, [Ranked(1, "latte", 310), Ranked(2, "mocha", 7)])
+    first, *rows = text.splitlines()
+    assert first.endswith("processed=1234 top-10:")
+    assert first.startswith("[") and first[9] == "]"
+    assert rows[0].split() == ["1.", "latte", "310"]
+    assert "no drinks" in board_text(now, 0, 10, [])
+
+
+def test_snapshot_format() -> None:
+    now = datetime(2026, 11, 22, 10, 0, 5, tzinfo=UTC)
+    doc = orjson.loads(snapshot_record(17, now, 1234, [Ranked(1, "latte", 310)]))
+    assert doc == {"seq": 17, "ts": "2026-11-22T10:00:05Z", "processed_orders": 1234,
+                   "top": [{"rank": 1, "drink": "latte", "count": 310}]}

@@ -1,0 +1,87 @@
+"""Create, delete and describe the project's topics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
+
+from service.errors import BrewError
+from service.kafka import KafkaConnection, require_broker
+from topics.catalog import ALL_TOPICS, TopicSpec
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+
+
+def create_topics(
+    conn: KafkaConnection, partitions: int, replication_factor: int,
+    specs: tuple[TopicSpec, ...] = ALL_TOPICS,
+) -> list[tuple[str, str]]:
+    """Create every topic; one that already exists counts as success."""
+    require_broker(conn)
+    new = [NewTopic(s.name, num_partitions=partitions, replication_factor=replication_factor,
+                    config=dict(s.config)) for s in specs]
+    admin = conn.admin()  # must outlive its futures
+    results: list[tuple[str, str]] = []
+    for name, future in admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S).items():
+        try:
+            future.result()
+            results.append((name, "created"))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise BrewError(f"creating {name} failed: {exc.args[0].str()}") from None
+            results.append((name, "exists"))
+    return results
+
+
+def delete_topics(conn: KafkaConnection, specs: tuple[TopicSpec, ...] = ALL_TOPICS) -> list[tuple[str, str]]:
+    """Delete every topic; one that does not exist counts as success."""
+    require_broker(conn)
+    admin = conn.admin()  # must outlive its futures
+    results: list[tuple[str, str]] = []
+    for name, future in admin.delete_topics(
+        [s.name for s in specs], request_timeout=ADMIN_TIMEOUT_S
+    ).items():
+        try:
+            future.result()
+            results.append((name, "deleted"))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise BrewError(f"deleting {name} failed: {exc.args[0].str()}") from None
+            results.append((name, "absent"))
+    return results
+
+
+def describe_topics(conn: KafkaConnection, specs: tuple[TopicSpec, ...] = ALL_TOPICS) -> list[TopicDescription | str]:
+    """Partitions, replication and the non-default configs of each topic (or 'absent')."""
+    require_broker(conn)
+    admin = conn.admin()
+    meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    present = [s.name for s in specs if s.name in meta.topics and meta.topics[s.name].error is None]
+    configs: dict[str, dict[str, str]] = {}
+    if present:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in present]
+        for resource, future in admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S).items():
+            entries = future.result()
+            configs[resource.name] = {
+                k: str(v.value) for k, v in entries.items()
+                if v.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and v.value is not None
+            }
+    out: list[TopicDescription | str] = []
+    for spec in specs:
+        if spec.name not in present:
+            out.append(spec.name)
+            continue
+        parts = meta.topics[spec.name].partitions
+        rf = min((len(p.replicas) for p in parts.values()), default=0)
+        out.append(TopicDescription(spec.name, len(parts), rf, configs.get(spec.name, {})))
+    return out

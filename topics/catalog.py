@@ -1,0 +1,40 @@
+"""Every topic brewstream reads or writes, with the settings it needs. Names are fixed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ORDERS = "brew.orders.v1"
+CHANGELOG = "brew.drink-count-changelog"
+COUNTS = "brew.drink-counts"
+DLQ = "brew.orders.dlq"
+EVENTS = "brew.order-events.v1"
+LATE_EVENTS = "brew.order-events.late"
+WINDOWS = "brew.order-windows"
+
+# Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
+# roll every minute and any dirt makes a segment cleanable. Production clusters want
+# much larger values; compaction is not free.
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.ms": "60000",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    purpose: str
+    config: dict[str, str] = field(default_factory=dict)
+
+
+ALL_TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec(ORDERS, "input orders"),
+    TopicSpec(CHANGELOG, "drink-count changelog", COMPACTED),
+    TopicSpec(COUNTS, "top-N snapshots"),
+    TopicSpec(DLQ, "bad orders"),
+    TopicSpec(EVENTS, "order events with event time"),
+    TopicSpec(LATE_EVENTS, "events later than allowed"),
+    TopicSpec(WINDOWS, "closed windows"),
+)

@@ -1,0 +1,106 @@
+"""Produce orders to the input topic: generated at a rate, or a file's lines verbatim."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from confluent_kafka import KafkaError, Message
+
+from service.errors import BrewError
+from service.kafka import KafkaConnection, partitions_of, produce_waiting
+from topics.catalog import ORDERS
+from topics.orders_gen import OrderGenerator
+
+Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+@dataclass
+class FeedResult:
+    sent: int = 0
+    failed: int = 0
+    first_error: str = ""
+
+
+def generated_records(seed: int | None = None) -> Iterable[Record]:
+    for order in OrderGenerator(seed):
+        yield order["shop_id"].encode(), orjson.dumps(order)
+
+
+def file_records(path: Path) -> Iterable[Record]:
+    """One record per line, bytes untouched (malformed lines included, for DLQ tests)."""
+    with open(path, "rb") as fh:
+        for line in fh:
+            value = line[:-1] if line.endswith(b"\n") else line
+            yield _key_of(value), value
+
+
+def _key_of(value: bytes) -> bytes | None:
+    try:
+        shop = orjson.loads(value).get("shop_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return shop.encode() if isinstance(shop, str) else None
+
+
+def produce(
+    conn: KafkaConnection,
+    records: Iterable[Record],
+    *,
+    topic: str = ORDERS,
+    count: int | None = None,
+    interval_s: float = 1.0,
+    per_tick: int = 12,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> FeedResult:
+    """Send ``per_tick`` records every ``interval_s`` (0: as fast as possible).
+
+    Stops after ``count`` records, when ``records`` runs out, or when ``stop`` is set,
+    and always waits for every delivery report before returning.
+    """
+    partitions_of(conn, topic)  # a missing topic is an error, not an auto-create
+    producer = conn.producer({"linger.ms": 5, "enable.idempotence": True, "acks": "all"})
+    result = FeedResult()
+    stop = stop or threading.Event()
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            result.sent += 1
+        else:
+            result.failed += 1
+            result.first_error = result.first_error or err.str()
+
+    queued = 0
+    next_tick = time.monotonic()
+    it = iter(records)
+    while not stop.is_set() and (count is None or queued < count):
+        batch = per_tick if interval_s > 0 else 10_000
+        if count is not None:
+            batch = min(batch, count - queued)
+        exhausted = False
+        for _ in range(batch):
+            try:
+                key, value = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            produce_waiting(producer, topic, key, value, on_delivery=delivered)
+            queued += 1
+        producer.poll(0)
+        if on_progress is not None:
+            on_progress(queued)
+        if exhausted:
+            break
+        if interval_s > 0:
+            next_tick += interval_s
+            stop.wait(max(0.0, next_tick - time.monotonic()))
+    remaining = producer.flush(60)
+    if remaining:
+        raise BrewError(f"{remaining} records were not delivered to {topic} within 60s")
+    return result
+
