@@ -28,6 +28,13 @@ def bootstrap_option(fn: F) -> F:
     )(fn)
 
 
+def topic_prefix_option(fn: F) -> F:
+    return click.option(
+        "--topic-prefix", default="", show_default=True, envvar="BREWSTREAM_TOPIC_PREFIX", show_envvar=True,
+        help="Prefix for every topic name, to run a separate pipeline on the same cluster.",
+    )(fn)
+
+
 def connection(bootstrap: str) -> KafkaConnection:
     return KafkaConnection(bootstrap)
 
@@ -93,35 +100,42 @@ def topics() -> None:
 
 @topics.command("create", context_settings=CONTEXT)
 @bootstrap_option
+@topic_prefix_option
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions of each topic.")
 @click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replicas of each partition.")
-def topics_create(bootstrap: str, partitions: int, replication_factor: int) -> None:
+def topics_create(bootstrap: str, topic_prefix: str, partitions: int, replication_factor: int) -> None:
     """Create all topics; one that already exists is fine. The changelog is compacted."""
     from topics.admin import create_topics
+    from topics.catalog import Topics
 
-    for name, outcome in create_topics(connection(bootstrap), partitions, replication_factor):
+    for name, outcome in create_topics(connection(bootstrap), partitions, replication_factor,
+                                       Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
 
 
 @topics.command("delete", context_settings=CONTEXT)
 @bootstrap_option
-def topics_delete(bootstrap: str) -> None:
+@topic_prefix_option
+def topics_delete(bootstrap: str, topic_prefix: str) -> None:
     """Delete all topics (their data is gone)."""
     from topics.admin import delete_topics
+    from topics.catalog import Topics
 
-    for name, outcome in delete_topics(connection(bootstrap)):
+    for name, outcome in delete_topics(connection(bootstrap), Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
 
 
 @topics.command("describe", context_settings=CONTEXT)
 @bootstrap_option
-def topics_describe(bootstrap: str) -> None:
+@topic_prefix_option
+def topics_describe(bootstrap: str, topic_prefix: str) -> None:
     """Partitions, replication factor and non-default configs of each topic."""
     from topics.admin import describe_topics
+    from topics.catalog import Topics
 
-    for item in describe_topics(connection(bootstrap)):
+    for item in describe_topics(connection(bootstrap), Topics(topic_prefix)):
         if isinstance(item, str):
             click.echo(f"{item}  absent")
             continue
@@ -134,6 +148,7 @@ def topics_describe(bootstrap: str) -> None:
 
 @cli.command("seed-orders", context_settings=CONTEXT)
 @bootstrap_option
+@topic_prefix_option
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Stop after this many orders.  [default: run until Ctrl+C]")
 @click.option("--rate", type=DURATION, default="1s", show_default=True,
@@ -143,23 +158,24 @@ def topics_describe(bootstrap: str) -> None:
 @click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Produce this JSON-lines file verbatim, one record a line.")
 @click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
-def seed_orders(bootstrap: str, count: int | None, rate: float, burst: int,
+def seed_orders(bootstrap: str, topic_prefix: str, count: int | None, rate: float, burst: int,
                 file_: Path | None, seed: int | None) -> int:
     """Produce Brew orders to brew.orders.v1 (keyed by shop_id)."""
-    from topics.catalog import ORDERS
+    from topics.catalog import Topics
     from topics.feed import file_records, generated_records, produce
 
+    orders_topic = Topics(topic_prefix).orders
     conn = connection(bootstrap)
     require_broker(conn)
     records = file_records(file_) if file_ else generated_records(seed)
     stop = _stop_on_signals()
     if file_ is None:
         pace = f"{burst} orders every {format_duration(rate)}" if rate else "as fast as possible"
-        click.echo(f"seed-orders: {pace} to {ORDERS}"
+        click.echo(f"seed-orders: {pace} to {orders_topic}"
                    + (f", {count} in all" if count is not None else " until Ctrl+C"), err=True)
-    result = produce(conn, records, count=count, interval_s=rate,
+    result = produce(conn, records, topic=orders_topic, count=count, interval_s=rate,
                      per_tick=burst, stop=stop)
-    click.echo(f"seed-orders: sent {result.sent} records to {ORDERS}"
+    click.echo(f"seed-orders: sent {result.sent} records to {orders_topic}"
                + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
     return 1 if result.failed else 0
 
@@ -185,6 +201,7 @@ def state_dir_option(default: str) -> Callable[[F], F]:
 
 @cli.command("run", context_settings=CONTEXT)
 @bootstrap_option
+@topic_prefix_option
 @state_dir_option("state/drink-count")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("state/checkpoints/drink-count"), show_default=True,
@@ -203,28 +220,31 @@ def state_dir_option(default: str) -> Callable[[F], F]:
               help="Rebuild an empty or missing store from the changelog before starting.")
 @click.option("--instance", default=None,
               help="Instance name in the changelog's transactional.id.  [default: state dir name + path hash]")
-def run_cmd(bootstrap: str, state_dir: Path, checkpoint_dir: Path, flush_s: float, top_n: int,
+def run_cmd(bootstrap: str, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, flush_s: float, top_n: int,
             trigger_s: float, max_offsets_per_trigger: int | None, available_now: bool, master: str,
             auto_restore: bool, instance: str | None) -> int:
     """The drink-count daemon: brew.orders.v1 -> exact counts in RocksDB + changelog, top-N board."""
     from service.daemon import RunConfig, run
+    from topics.catalog import Topics
 
     if flush_s <= 0 or trigger_s < 0:
         raise click.BadParameter("--flush must be above 0 and --trigger not below 0")
     return run(RunConfig(connection(bootstrap), state_dir, checkpoint_dir, flush_s, top_n, trigger_s,
-                         max_offsets_per_trigger, available_now, master, auto_restore, instance))
+                         max_offsets_per_trigger, available_now, master, auto_restore, instance,
+                         Topics(topic_prefix)))
 
 
 @cli.command("restore", context_settings=CONTEXT)
 @bootstrap_option
+@topic_prefix_option
 @state_dir_option("state/drink-count")
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
-def restore_cmd(bootstrap: str, state_dir: Path, clean: bool) -> None:
+def restore_cmd(bootstrap: str, topic_prefix: str, state_dir: Path, clean: bool) -> None:
     """Rebuild the store from brew.drink-count-changelog, up to its end offsets."""
     from restorer.progress import RestoreProgress
     from restorer.reader import apply_changelog
     from service.store import StateDir, Store
-    from topics.catalog import CHANGELOG
+    from topics.catalog import Topics
 
     conn = connection(bootstrap)
     require_broker(conn)
@@ -236,7 +256,7 @@ def restore_cmd(bootstrap: str, state_dir: Path, clean: bool) -> None:
                 raise BrewError(f"the store in {sd.store_path} is not empty; pass --clean to rebuild it "
                                 "from the changelog")
             with RestoreProgress("restore") as progress:
-                result = apply_changelog(conn, CHANGELOG, store, on_progress=progress.update)
+                result = apply_changelog(conn, Topics(topic_prefix).changelog, store, on_progress=progress.update)
     click.echo(result.summary())
 
 
@@ -263,6 +283,57 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
     offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
     click.echo(f"processed_orders={state.processed_orders} bad_orders={state.meta.get('bad_orders', 0)} "
                f"next offsets: {offsets or '(none)'}")
+
+
+# ---------------------------------------------------------------- drills
+
+@cli.group(context_settings=CONTEXT)
+def drill() -> None:
+    """Recovery drills: kill the daemon (and lose its disk) and compare with an oracle."""
+
+
+def drill_options(fn: F) -> F:
+    for opt in reversed([
+        bootstrap_option,
+        click.option("--orders", type=click.IntRange(min=100), default=20_000, show_default=True,
+                     help="Orders to feed (about 1% of them malformed)."),
+        click.option("--kills", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="How many times the daemon is killed."),
+        click.option("--seed", type=int, default=1, show_default=True, help="Seed of the orders and the kills."),
+        click.option("--max-kill-delay", type=DURATION, default="10s", show_default=True,
+                     help="Random kills land up to this long after the first batch of a run."),
+        click.option("--feed-time", type=DURATION, default=None,
+                     help="Spread the feed over this long.  [default: 25s per kill]"),
+        click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("state/drills"), show_default=True,
+                     help="Where each drill keeps its state dir, checkpoint and daemon logs."),
+        click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _drill(mode: str, bootstrap: str, orders: int, kills: int, seed: int, max_kill_delay: float,
+           feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
+    from service.drill import DrillConfig, run_drill
+
+    result = run_drill(DrillConfig(connection(bootstrap), mode, orders, kills, seed, work_dir, max_kill_delay,
+                                   feed_time, keep_topics=keep_topics))
+    return 0 if result.exact else 3
+
+
+@drill.command("kill9", context_settings=CONTEXT)
+@drill_options
+def drill_kill9(**kw: Any) -> int:
+    """SIGKILL the daemon at random moments and at each fault point; exit 3 unless exact."""
+    return _drill("kill9", **kw)
+
+
+@drill.command("disk-loss", context_settings=CONTEXT)
+@drill_options
+def drill_disk_loss(**kw: Any) -> int:
+    """Like kill9, and delete the state dir and/or checkpoint before restarts; exit 3 unless exact."""
+    return _drill("disk-loss", **kw)
 
 
 # ---------------------------------------------------------------- entry point

@@ -28,7 +28,7 @@ from service.kafka import KafkaConnection, end_offsets, partitions_of, require_b
 from service.sink import BatchReport, DrinkCountSink, SinkClosed
 from service.start_point import StartPoint, checkpoint_resume_offsets, choose_start
 from service.store import StateDir, Store
-from topics.catalog import CHANGELOG, COUNTS, DLQ, ORDERS
+from topics.catalog import DEFAULT_TOPICS, Topics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +50,7 @@ class RunConfig:
     master: str = "local[*]"
     auto_restore: bool = True
     instance: str | None = None
+    topics: Topics = DEFAULT_TOPICS
 
 
 def transactional_id(state_dir: Path, instance: str | None) -> str:
@@ -62,29 +63,29 @@ def transactional_id(state_dir: Path, instance: str | None) -> str:
 
 def run(cfg: RunConfig, spark: SparkSession | None = None) -> int:
     """Run until SIGINT/SIGTERM (or the backlog is done with available-now); 0 on a clean stop."""
-    conn = cfg.conn
+    conn, topics = cfg.conn, cfg.topics
     require_broker(conn)
-    input_partitions = partitions_of(conn, ORDERS)
-    changelog_partitions = partitions_of(conn, CHANGELOG)
-    for topic in (DLQ, COUNTS):
+    input_partitions = partitions_of(conn, topics.orders)
+    changelog_partitions = partitions_of(conn, topics.changelog)
+    for topic in (topics.dlq, topics.counts):
         partitions_of(conn, topic)
 
     with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
-        changelog = ChangelogWriter(conn, CHANGELOG, DLQ, transactional_id(cfg.state_dir, cfg.instance),
-                                    changelog_partitions, ORDERS)
+        changelog = ChangelogWriter(conn, topics.changelog, topics.dlq,
+                                    transactional_id(cfg.state_dir, cfg.instance), changelog_partitions, topics.orders)
         changelog.start()
         bring_store_up_to_date(conn, store, changelog, cfg.auto_restore)
-        start = _start_point(conn, store, cfg.checkpoint_dir, input_partitions)
+        start = _start_point(conn, store, topics.orders, cfg.checkpoint_dir, input_partitions)
         log.info("drink-count: input=%s changelog=%s state=%s checkpoint=%s; %s",
-                 ORDERS, CHANGELOG, cfg.state_dir, cfg.checkpoint_dir, start.reason)
+                 topics.orders, topics.changelog, cfg.state_dir, cfg.checkpoint_dir, start.reason)
 
         own_spark = spark is None
         if spark is None:
             from service.spark_session import build_session
             spark = build_session(cfg.master, "brewstream-drink-count")
         faults = FaultPlan.from_env(kill_process_and(_jvm_pid(spark)))
-        sink = DrinkCountSink(store, changelog, ORDERS, faults, on_batch=_log_batch)
-        board = BoardFlusher(store, conn, COUNTS, cfg.top_n, cfg.flush_s)
+        sink = DrinkCountSink(store, changelog, topics.orders, faults, on_batch=_log_batch)
+        board = BoardFlusher(store, conn, topics.counts, cfg.top_n, cfg.flush_s)
         try:
             query = _start_query(spark, cfg, sink, start)
             board.start()
@@ -106,8 +107,9 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
                            auto_restore: bool) -> None:
     """Apply what the changelog holds beyond the store: everything after a disk loss, the
     last batch after a crash between the two commits, nothing in the common case."""
+    topic = changelog.topic
     try:
-        todo = pending(conn, CHANGELOG, store)
+        todo = pending(conn, topic, store)
     except ChangelogBehindStore as exc:
         log.warning("%s; publishing the whole store to it again", exc)
         _reseed_changelog(store, changelog)
@@ -117,7 +119,7 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
     if not store.is_empty():
         # Usually only the last transaction's commit marker lies beyond the store's
         # position; records here mean the last run stopped between the two commits.
-        result = apply_changelog(conn, CHANGELOG, store)
+        result = apply_changelog(conn, topic, store)
         if result.records:
             log.info("caught up the store with %d changelog records its last run committed but did not "
                      "store", result.records)
@@ -125,9 +127,9 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
     if not auto_restore:
         raise BrewError(f"the store in {store.path} is empty but the changelog holds data; run "
                         "`brewstream restore` or drop --no-auto-restore")
-    log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", CHANGELOG, todo)
+    log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", topic, todo)
     with RestoreProgress("restore") as progress:
-        result = apply_changelog(conn, CHANGELOG, store, on_progress=progress.update)
+        result = apply_changelog(conn, topic, store, on_progress=progress.update)
     log.info(result.summary())
 
 
@@ -138,15 +140,16 @@ def _reseed_changelog(store: Store, changelog: ChangelogWriter) -> None:
     log.info("changelog re-seeded with %d entries", len(entries))
 
 
-def _start_point(conn: KafkaConnection, store: Store, checkpoint_dir: Path, partitions: list[int]) -> StartPoint:
+def _start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir: Path,
+                 partitions: list[int]) -> StartPoint:
     consumer = conn.consumer()
     try:
-        earliest = {p: low for p, (low, _) in end_offsets(consumer, ORDERS, partitions).items()}
+        earliest = {p: low for p, (low, _) in end_offsets(consumer, topic, partitions).items()}
     finally:
         consumer.close()
-    store_offsets = decode_entries(store.scan(offset_prefix(ORDERS))).next_offsets(ORDERS)
-    checkpoint = checkpoint_resume_offsets(checkpoint_dir, ORDERS)
-    start = choose_start(ORDERS, partitions, store_offsets, earliest, checkpoint)
+    store_offsets = decode_entries(store.scan(offset_prefix(topic))).next_offsets(topic)
+    checkpoint = checkpoint_resume_offsets(checkpoint_dir, topic)
+    start = choose_start(topic, partitions, store_offsets, earliest, checkpoint)
     if checkpoint is not None and not start.use_checkpoint:
         log.warning(start.reason)
         shutil.rmtree(checkpoint_dir)
@@ -154,7 +157,8 @@ def _start_point(conn: KafkaConnection, store: Store, checkpoint_dir: Path, part
 
 
 def _start_query(spark: SparkSession, cfg: RunConfig, sink: DrinkCountSink, start: StartPoint) -> StreamingQuery:
-    reader = spark.readStream.format("kafka").options(**cfg.conn.spark_options()).option("subscribe", ORDERS)
+    reader = (spark.readStream.format("kafka").options(**cfg.conn.spark_options())
+              .option("subscribe", cfg.topics.orders))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)

@@ -116,3 +116,10 @@ def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: by
             return
         except BufferError:
             producer.poll(0.1)
+
+
+def headers_of(msg: Message) -> dict[str, bytes]:
+    """A consumed record's headers by name (the last value wins for a repeated name)."""
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return {k: v.encode() if isinstance(v, str) else (v or b"") for k, v in pairs}

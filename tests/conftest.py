@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import os
-import time
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewTopic
 
 from sandbox.broker import Sandbox, down, free_port, up
 from service.kafka import KafkaConnection
-from topics.catalog import ALL_TOPICS
+from tests.helpers import Pipeline
+from topics.admin import create_topics
+from topics.catalog import Topics
 
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]:
-    """The broker under test: KAFKA_BOOTSTRAP when set (its project topics get recreated!),
-    else a fresh sandbox on a free port in a temp dir, stopped at the end."""
+    """The broker under test: KAFKA_BOOTSTRAP when set, else a fresh sandbox on a free
+    port in a temp dir, stopped at the end. Tests use topics under prefixes of their own,
+    apart from the one that creates the fixed names."""
     if os.environ.get("KAFKA_BOOTSTRAP"):
         yield KafkaConnection(os.environ["KAFKA_BOOTSTRAP"])
         return
@@ -32,40 +33,18 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]
         down(box)
 
 
-def recreate_topics(conn: KafkaConnection, partitions: int = 3, timeout: float = 60) -> None:
-    """Delete every project topic and create it again, empty (deletion is asynchronous)."""
-    admin = conn.admin()
-    names = [t.name for t in ALL_TOPICS]
-    existing = set(admin.list_topics(timeout=10).topics)
-    doomed = [n for n in names if n in existing]
-    if doomed:
-        for f in admin.delete_topics(doomed, request_timeout=30).values():
-            f.result()
-    deadline = time.monotonic() + timeout
-    todo = list(ALL_TOPICS)
-    while todo:
-        futures = admin.create_topics(
-            [NewTopic(t.name, partitions, 1, config=dict(t.config)) for t in todo], request_timeout=30)
-        retry = []
-        for spec, f in zip(todo, futures.values(), strict=True):
-            try:
-                f.result()
-            except KafkaException as exc:
-                code = exc.args[0].code()
-                if code == KafkaError.TOPIC_ALREADY_EXISTS and spec.name not in doomed:
-                    continue
-                retry.append(spec)  # still being deleted
-        todo = retry
-        if todo:
-            assert time.monotonic() < deadline, f"could not recreate {[t.name for t in todo]}"
-            time.sleep(0.3)
-
-
 @pytest.fixture
-def topics(kafka: KafkaConnection) -> KafkaConnection:
-    """A clean slate: every project topic empty, 3 partitions."""
-    recreate_topics(kafka)
-    return kafka
+def pipe(kafka: KafkaConnection, request: pytest.FixtureRequest) -> Pipeline:
+    """Fresh, empty topics (3 partitions) under a prefix of this test's own."""
+    global _pipelines
+    _pipelines += 1
+    name = re.sub(r"[^a-zA-Z0-9-]", "-", request.node.name)[:40]
+    p = Pipeline(kafka, Topics(f"t{os.getpid()}-{_pipelines}-{name}."))
+    create_topics(kafka, 3, 1, p.topics)
+    return p
+
+
+_pipelines = 0
 
 
 @pytest.fixture(scope="session")

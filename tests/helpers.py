@@ -8,14 +8,34 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from service.kafka import KafkaConnection
+from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One test's broker connection and its own topic names."""
+
+    conn: KafkaConnection
+    topics: Topics
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"BREWSTREAM_TOPIC_PREFIX": self.topics.prefix}
+
+    def brew(self, *args: str, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return brew(self.conn, *args, timeout=timeout, env=self.env, check=check)
+
+    def spawn(self, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        return spawn_brew(self.conn, *args, env={**self.env, **(env or {})}, log=log)
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:
@@ -50,17 +70,22 @@ def spawn_brew(conn: KafkaConnection, *args: str, env: dict[str, str] | None = N
 
 
 def produce(conn: KafkaConnection, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
-            partition: int | None = None) -> int:
-    producer = Producer({"bootstrap.servers": conn.bootstrap, "linger.ms": 5})
+            partition: int | None = None) -> list[tuple[int, int]]:
+    """Produce in order; return (partition, offset) of each record, in the same order."""
+    producer = Producer({"bootstrap.servers": conn.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    where: dict[int, tuple[int, int]] = {}
     n = 0
-    for key, value in records:
+    for i, (key, value) in enumerate(records):
+        def delivered(err: Any, msg: Message, i: int = i) -> None:
+            assert err is None, err
+            where[i] = (msg.partition(), msg.offset())
         kwargs = {} if partition is None else {"partition": partition}
-        producer.produce(topic, key=key, value=value, **kwargs)
+        producer.produce(topic, key=key, value=value, on_delivery=delivered, **kwargs)
         n += 1
         if n % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(60) == 0, "records left undelivered"
-    return n
+    return [where[i] for i in range(n)]
 
 
 def order_bytes(order: dict[str, Any]) -> tuple[bytes, bytes]:

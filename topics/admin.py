@@ -9,7 +9,7 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 from service.errors import BrewError
 from service.kafka import KafkaConnection, require_broker
-from topics.catalog import ALL_TOPICS, TopicSpec
+from topics.catalog import DEFAULT_TOPICS, Topics, TopicSpec
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -22,12 +22,11 @@ class TopicDescription:
     config: dict[str, str]
 
 
-def create_topics(
-    conn: KafkaConnection, partitions: int, replication_factor: int,
-    specs: tuple[TopicSpec, ...] = ALL_TOPICS,
-) -> list[tuple[str, str]]:
+def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,
+                  topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:
     """Create every topic; one that already exists counts as success."""
     require_broker(conn)
+    specs = topics.specs()
     new = [NewTopic(s.name, num_partitions=partitions, replication_factor=replication_factor,
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
@@ -43,9 +42,10 @@ def create_topics(
     return results
 
 
-def delete_topics(conn: KafkaConnection, specs: tuple[TopicSpec, ...] = ALL_TOPICS) -> list[tuple[str, str]]:
+def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:
     """Delete every topic; one that does not exist counts as success."""
     require_broker(conn)
+    specs = topics.specs()
     admin = conn.admin()  # must outlive its futures
     results: list[tuple[str, str]] = []
     for name, future in admin.delete_topics(
@@ -61,9 +61,10 @@ def delete_topics(conn: KafkaConnection, specs: tuple[TopicSpec, ...] = ALL_TOPI
     return results
 
 
-def describe_topics(conn: KafkaConnection, specs: tuple[TopicSpec, ...] = ALL_TOPICS) -> list[TopicDescription | str]:
+def describe_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> list[TopicDescription | str]:
     """Partitions, replication and the non-default configs of each topic (or 'absent')."""
     require_broker(conn)
+    specs: tuple[TopicSpec, ...] = topics.specs()
     admin = conn.admin()
     meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     present = [s.name for s in specs if s.name in meta.topics and meta.topics[s.name].error is None]

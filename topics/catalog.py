@@ -38,3 +38,45 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(LATE_EVENTS, "events later than allowed"),
     TopicSpec(WINDOWS, "closed windows"),
 )
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The names one pipeline uses. The default prefix is empty: the fixed names above.
+    A prefix runs a separate pipeline on the same cluster (drills, tests, staging)."""
+
+    prefix: str = ""
+
+    @property
+    def orders(self) -> str:
+        return self.prefix + ORDERS
+
+    @property
+    def changelog(self) -> str:
+        return self.prefix + CHANGELOG
+
+    @property
+    def counts(self) -> str:
+        return self.prefix + COUNTS
+
+    @property
+    def dlq(self) -> str:
+        return self.prefix + DLQ
+
+    @property
+    def events(self) -> str:
+        return self.prefix + EVENTS
+
+    @property
+    def late_events(self) -> str:
+        return self.prefix + LATE_EVENTS
+
+    @property
+    def windows(self) -> str:
+        return self.prefix + WINDOWS
+
+    def specs(self) -> tuple[TopicSpec, ...]:
+        return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config) for s in ALL_TOPICS)
+
+
+DEFAULT_TOPICS = Topics()

@@ -1,0 +1,358 @@
+"""Recovery drills: kill the daemon over and over, lose its disk, and check the numbers.
+
+A drill runs on topics of its own (a fresh prefix), so it never touches a live pipeline.
+It feeds a known stream of orders (about 1% of them bad) in the background, runs
+``brewstream run`` as a child process group, and SIGKILLs the group: at random moments
+(some during start-up and restore, most while batches are committing) and, in turn, at
+each named fault point. ``disk-loss`` also deletes the state dir, the Spark checkpoint
+or both before restarts. At the end it lets the daemon drain the input and compares:
+
+- the store's counts with an oracle summed from the generated orders;
+- the DLQ with the bad orders fed (each exactly once);
+- a fresh restore from the changelog with the oracle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+from confluent_kafka import TopicPartition
+
+from restorer.reader import apply_changelog
+from service.errors import BrewError
+from service.faults import ENV as FAULT_ENV
+from service.faults import POINTS
+from service.kafka import KafkaConnection, end_offsets, headers_of, partitions_of, require_broker
+from service.store import Store
+from topics.admin import create_topics, delete_topics
+from topics.catalog import Topics
+from topics.feed import produce
+from topics.orders_gen import OrderGenerator
+
+DISK_ACTIONS = ("delete state dir", "delete checkpoint", "delete both", "keep disk")
+FIRST_BATCH_TIMEOUT_S = 180.0
+DRAIN_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class DrillConfig:
+    conn: KafkaConnection
+    mode: str  # "kill9" or "disk-loss"
+    orders: int = 20_000
+    kills: int = 5
+    seed: int = 1
+    work_dir: Path = Path("state/drills")
+    max_kill_delay_s: float = 10.0
+    feed_seconds: float | None = None  # default: spread over the expected kills
+    max_offsets_per_trigger: int = 500
+    keep_topics: bool = False
+
+
+@dataclass
+class Kill:
+    n: int
+    how: str
+    after: str
+    processed: int
+    action: str = "-"
+
+
+@dataclass
+class DrillResult:
+    kills: list[Kill] = field(default_factory=list)
+    expected: dict[str, int] = field(default_factory=dict)
+    counted: dict[str, int] = field(default_factory=dict)
+    restored: dict[str, int] = field(default_factory=dict)
+    bad_fed: int = 0
+    dlq_records: int = 0
+    dlq_unique: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return (self.counted == self.expected and self.restored == self.expected
+                and self.dlq_records == self.dlq_unique == self.bad_fed)
+
+
+def stream(orders: int, seed: int) -> tuple[list[tuple[bytes | None, bytes | None]], dict[str, int], int]:
+    """The records to feed, the oracle of their good orders, and how many are bad."""
+    rng = random.Random(seed)
+    records: list[tuple[bytes | None, bytes | None]] = []
+    expected: dict[str, int] = {}
+    bad = 0
+    for i, order in enumerate(OrderGenerator(seed, run_id=f"drill{seed}")):
+        if i == orders:
+            break
+        if rng.random() < 0.01:
+            records.append((order["shop_id"].encode(), b'{"order_id": "broken", "items": ['))
+            bad += 1
+            continue
+        for item in order["items"]:
+            expected[item["drink"]] = expected.get(item["drink"], 0) + item["quantity"]
+        records.append((order["shop_id"].encode(), orjson.dumps(order)))
+    return records, expected, bad
+
+
+def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
+    if cfg.mode not in ("kill9", "disk-loss"):
+        raise BrewError(f"unknown drill {cfg.mode!r}")
+    require_broker(cfg.conn)
+    rng = random.Random(cfg.seed)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    topics = Topics(f"drill-{cfg.mode}-{cfg.seed}-{stamp}.")
+    work = cfg.work_dir / f"{cfg.mode}-{cfg.seed}-{stamp}"
+    state, checkpoint = work / "state", work / "checkpoint"
+    work.mkdir(parents=True, exist_ok=True)
+    create_topics(cfg.conn, 3, 1, topics)
+
+    records, expected, bad = stream(cfg.orders, cfg.seed)
+    result = DrillResult(expected=expected, bad_fed=bad)
+    feed_s = cfg.feed_seconds if cfg.feed_seconds is not None else max(10.0, cfg.kills * 25.0)
+    say = _printer(out)
+    say(f"drill {cfg.mode}: {cfg.orders} orders ({bad} bad) over ~{feed_s:.0f}s to {topics.orders}, "
+        f"{cfg.kills} kills, seed {cfg.seed}; work dir {work}")
+    feeder = _Feeder(cfg.conn, topics.orders, records, feed_s)
+    feeder.start()
+    try:
+        for n in range(1, cfg.kills + 1):
+            action = "-"
+            if cfg.mode == "disk-loss" and n > 1:
+                action = DISK_ACTIONS[(n - 2) % len(DISK_ACTIONS)]
+                _lose(action, state, checkpoint)
+            how = _kill_kind(n, rng)
+            env = {FAULT_ENV: f"{how}@{rng.randint(1, 3)}"} if how in POINTS else {}
+            daemon = _Daemon(cfg, topics, state, checkpoint, work / f"daemon-{n}.log", env)
+            after = daemon.run_until_killed(how, rng, cfg.max_kill_delay_s, feeding=feeder.is_alive)
+            kill = Kill(n, how if how in POINTS else "SIGKILL at random", after, _processed(state), action)
+            result.kills.append(kill)
+            say(f"  kill {n}: {kill.how:<24} {kill.after:<22} processed={kill.processed:<7} "
+                f"{'(' + action + ' before this run)' if action != '-' else ''}")
+        if cfg.mode == "disk-loss":
+            _lose("delete both", state, checkpoint)
+            say("  final run: after deleting the state dir and the checkpoint")
+        feeder.join()
+        if feeder.error:
+            raise BrewError(f"feeding the drill's orders failed: {feeder.error}")
+        daemon = _Daemon(cfg, topics, state, checkpoint, work / "daemon-final.log", {})
+        daemon.drain(lambda: _drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
+        result.counted = _counts(state)
+        result.dlq_records, result.dlq_unique = _dlq(cfg.conn, topics.dlq)
+        result.restored = _restore_check(cfg.conn, topics.changelog, work / "restore-check")
+    finally:
+        feeder.stop()
+        if not cfg.keep_topics:
+            delete_topics(cfg.conn, topics)
+    _report(result, say)
+    return result
+
+
+def _kill_kind(n: int, rng: random.Random) -> str:
+    # Every third run dies at a named fault point, in turn; the others at random.
+    if n % 3 == 0:
+        return POINTS[(n // 3 - 1) % len(POINTS)]
+    return "random-startup" if rng.random() < 0.25 else "random"
+
+
+class _Daemon:
+    def __init__(self, cfg: DrillConfig, topics: Topics, state: Path, checkpoint: Path, log: Path,
+                 env: dict[str, str]) -> None:
+        self.log = log
+        args = [sys.executable, "-m", "service.cli", "run", "--bootstrap", cfg.conn.bootstrap,
+                "--topic-prefix", topics.prefix, "--state-dir", str(state), "--checkpoint-dir", str(checkpoint),
+                "--trigger", "200ms", "--flush", "2s",
+                "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger)]
+        with open(log, "ab") as fh:
+            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                         start_new_session=True)
+        self.started = time.monotonic()
+
+    def run_until_killed(self, how: str, rng: random.Random, max_delay: float, feeding: Callable[[], bool]) -> str:
+        if how in POINTS:
+            # The fault point kills the process group's Python and JVM itself.
+            self._wait_exit(FIRST_BATCH_TIMEOUT_S + 60, "to reach its fault point")
+            return f"at {how}"
+        if how == "random-startup":
+            delay = rng.uniform(0.5, 8.0)
+            if self._alive_for(delay):
+                self._kill()
+            return f"{delay:.1f}s after start"
+        anchor = self._wait_for_batch(feeding)
+        delay = rng.uniform(0.0, max_delay)
+        self._alive_for(delay)
+        self._kill()
+        return f"{delay:.1f}s after {anchor}"
+
+    def drain(self, done: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if self.proc.poll() is not None:
+                raise BrewError(f"the daemon exited with {self.proc.returncode} while draining; see {self.log}")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise BrewError(f"the daemon did not consume the input within {timeout:.0f}s; see {self.log}")
+            time.sleep(1.0)
+        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.wait(120) != 0:
+            raise BrewError(f"the daemon exited with {self.proc.returncode} on SIGTERM; see {self.log}")
+
+    def _wait_for_batch(self, feeding: Callable[[], bool]) -> str:
+        """Wait for the first batch of this run; once the feed is over there may be none to
+        wait for, and a query that has started is killed as it idles."""
+        deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
+        while True:
+            text = self.log.read_bytes()
+            if b"INFO batch " in text:
+                return "1st batch"
+            if not feeding() and b"drink-count: input=" in text:
+                return "start, idle"
+            if self.proc.poll() is not None:
+                raise BrewError(f"the daemon exited with {self.proc.returncode} before its first batch; "
+                                f"see {self.log}")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise BrewError(f"no batch within {FIRST_BATCH_TIMEOUT_S:.0f}s; see {self.log}")
+            time.sleep(0.2)
+
+    def _alive_for(self, seconds: float) -> bool:
+        try:
+            self.proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return True
+        raise BrewError(f"the daemon exited with {self.proc.returncode} on its own; see {self.log}")
+
+    def _wait_exit(self, timeout: float, what: str) -> None:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise BrewError(f"the daemon did not die {what} within {timeout:.0f}s; see {self.log}") from None
+        if code != -signal.SIGKILL:
+            raise BrewError(f"the daemon exited with {code} instead of dying {what}; see {self.log}")
+        self._kill()  # anything of the group still standing
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+
+class _Feeder(threading.Thread):
+    def __init__(self, conn: KafkaConnection, topic: str, records: list[tuple[bytes | None, bytes | None]],
+                 seconds: float) -> None:
+        super().__init__(name="drill-feeder", daemon=True)
+        self.conn, self.topic, self.records = conn, topic, records
+        ticks = max(1, int(seconds / 0.1))
+        self.per_tick = max(1, -(-len(records) // ticks))
+        self.halt = threading.Event()
+        self.error = ""
+
+    def run(self) -> None:
+        try:
+            produce(self.conn, self.records, topic=self.topic, count=len(self.records), interval_s=0.1,
+                    per_tick=self.per_tick, stop=self.halt)
+        except Exception as exc:
+            self.error = str(exc)
+
+    def stop(self) -> None:
+        self.halt.set()
+
+
+def _lose(action: str, state: Path, checkpoint: Path) -> None:
+    if action in ("delete state dir", "delete both"):
+        shutil.rmtree(state, ignore_errors=True)
+    if action in ("delete checkpoint", "delete both"):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def _read_store(state: Path) -> Any:
+    store_path = state / "store"
+    if not (store_path / "CURRENT").exists():
+        return None
+    with Store(store_path, read_only=True) as store:
+        return store.read_all()
+
+
+def _processed(state: Path) -> int:
+    snapshot = _read_store(state)
+    return 0 if snapshot is None else snapshot.processed_orders + snapshot.meta.get("bad_orders", 0)
+
+
+def _counts(state: Path) -> dict[str, int]:
+    snapshot = _read_store(state)
+    return {} if snapshot is None else dict(snapshot.counts)
+
+
+def _drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
+    snapshot = _read_store(state)
+    if snapshot is None:
+        return False
+    consumer = conn.consumer()
+    try:
+        ends = {p: high for p, (_, high) in end_offsets(consumer, topic, partitions_of(conn, topic)).items()}
+    finally:
+        consumer.close()
+    return snapshot.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
+
+
+def _dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
+    """(records, distinct source positions) in the DLQ, read committed."""
+    consumer = conn.consumer({"isolation.level": "read_committed"})
+    sources: list[tuple[str, str]] = []
+    try:
+        parts = partitions_of(conn, topic)
+        ends = {p: high for p, (_, high) in end_offsets(consumer, topic, parts).items()}
+        todo = {p for p, e in ends.items() if e > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in todo])
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is None and (msg.offset() or 0) < ends[msg.partition() or 0]:
+                    h = headers_of(msg)
+                    sources.append((h["source-partition"].decode(), h["source-offset"].decode()))
+            for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+    finally:
+        consumer.close()
+    return len(sources), len(set(sources))
+
+
+def _restore_check(conn: KafkaConnection, changelog: str, folder: Path) -> dict[str, int]:
+    shutil.rmtree(folder, ignore_errors=True)
+    with Store(folder) as store:
+        apply_changelog(conn, changelog, store)
+        return dict(store.read_all().counts)
+
+
+def _printer(out: TextIO) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+    return say
+
+
+def _report(r: DrillResult, say: Callable[[str], None]) -> None:
+    say(f"orders counted: {sum(r.counted.values())} cups over {len(r.counted)} drinks; "
+        f"oracle: {sum(r.expected.values())} cups over {len(r.expected)} drinks")
+    say(f"DLQ: {r.dlq_records} records, {r.dlq_unique} distinct, {r.bad_fed} bad orders fed")
+    if r.exact:
+        say("verdict: exact (store, DLQ and a fresh restore from the changelog all match the oracle)")
+        return
+    for label, got in (("store", r.counted), ("restore", r.restored)):
+        diff = {d: got.get(d, 0) - r.expected.get(d, 0) for d in sorted(set(got) | set(r.expected))
+                if got.get(d, 0) != r.expected.get(d, 0)}
+        if diff:
+            say(f"verdict: NOT exact — {label} minus oracle per drink: {diff}")
+    if not r.dlq_records == r.dlq_unique == r.bad_fed:
+        say("verdict: NOT exact — the DLQ does not hold each bad order exactly once")

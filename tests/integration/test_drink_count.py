@@ -1,0 +1,168 @@
+"""The drink-count daemon on a real broker, real Spark and real RocksDB."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.changelog import ChangelogWriter
+from service.daemon import RunConfig, run, transactional_id
+from service.faults import FaultPlan
+from service.kafka import KafkaConnection
+from service.sink import DrinkCountSink
+from service.store import StateDir, Store
+from tests.corpus import BAD_ORDERS
+from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, wait_for
+
+pytestmark = pytest.mark.spark
+
+DRINKS = ["latte", "mocha", "tea", "flat white", "cortado", "caf\u00e9 cr\u00e8me"]
+
+
+def make_orders(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    orders = []
+    for i in range(n):
+        # Repeated drinks inside one order, and the same drinks over many orders/batches.
+        items = [{"drink": rng.choice(DRINKS), "quantity": rng.randint(1, 4)} for _ in range(rng.randint(1, 4))]
+        orders.append({"order_id": f"o-{seed}-{i}", "shop_id": f"shop-{rng.randint(1, 80):02d}", "items": items})
+    return orders
+
+
+def run_available_now(pipe: Pipeline, spark: Any, dirs: dict[str, Path], **kw: Any) -> int:
+    cfg = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, flush_s=60, topics=pipe.topics, **kw)
+    return run(cfg, spark=spark)
+
+
+def end_offsets_of(conn: KafkaConnection, topic: str) -> dict[str, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": conn.bootstrap, "group.id": "t"})
+    try:
+        return {str(p): c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)}
+    finally:
+        c.close()
+
+
+def test_known_orders_match_the_oracle(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    orders = make_orders(3000, seed=1)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders[:2000]))
+    # Small batches, so the same drinks are counted across many of them.
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=400) == 0
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders[2000:]))
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=400) == 0
+    got = counts_json(pipe.conn, dirs["state"])
+    assert got["counts"] == oracle(orders)
+    assert got["offsets"] == {pipe.topics.orders: end_offsets_of(pipe.conn, pipe.topics.orders)}
+
+
+def test_bad_records_go_to_the_dlq_once_with_reason_and_bytes(
+        pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    good = make_orders(300, seed=2)
+    records: list[tuple[bytes | None, bytes | None]] = [order_bytes(o) for o in good]
+    bad_at = sorted(random.Random(3).sample(range(len(records) + len(BAD_ORDERS)), len(BAD_ORDERS)))
+    for pos, (name, raw, _) in zip(bad_at, BAD_ORDERS, strict=True):
+        records.insert(pos, (name.encode(), raw))
+    where = produce(pipe.conn, pipe.topics.orders, records)
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=100) == 0
+
+    assert counts_json(pipe.conn, dirs["state"])["counts"] == oracle(good)
+    dlq = read_topic(pipe.conn, pipe.topics.dlq)
+    assert len(dlq) == len(BAD_ORDERS)
+    by_source = {}
+    for msg in dlq:
+        h = {k: v.decode() for k, v in msg.headers()}
+        assert h["source-topic"] == pipe.topics.orders
+        by_source[(int(h["source-partition"]), int(h["source-offset"]))] = (msg, h)
+    assert len(by_source) == len(BAD_ORDERS), "a bad record reached the DLQ twice"
+    for pos, (name, raw, reason) in zip(bad_at, BAD_ORDERS, strict=True):
+        msg, h = by_source[where[pos]]
+        assert msg.value() == raw, name  # original bytes, untouched
+        assert msg.key() == name.encode()
+        assert reason in h["error"], (name, h["error"])
+
+
+def test_replays_apply_nothing_twice(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    orders = make_orders(1500, seed=4)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=500) == 0
+    expected = oracle(orders)
+    assert counts_json(pipe.conn, dirs["state"])["counts"] == expected
+
+    # A lost checkpoint: the query starts over from the store's offsets.
+    import shutil
+
+    shutil.rmtree(dirs["ckpt"])
+    assert run_available_now(pipe, spark, dirs) == 0
+    assert counts_json(pipe.conn, dirs["state"])["counts"] == expected
+
+    # The same rows again under the same and other batch ids, straight into the sink.
+    df = (spark.read.format("kafka").options(**pipe.conn.spark_options()).option("subscribe", pipe.topics.orders)
+          .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    with StateDir(dirs["state"]) as sd, Store(sd.store_path) as store:
+        t = pipe.topics
+        writer = ChangelogWriter(pipe.conn, t.changelog, t.dlq, transactional_id(dirs["state"], None), [0, 1, 2],
+                                 t.orders)
+        writer.start()
+        sink = DrinkCountSink(store, writer, pipe.topics.orders, FaultPlan(None, lambda: None))
+        for batch_id in (0, 0, 1, 99):
+            sink(df, batch_id)
+        writer.close()
+    assert counts_json(pipe.conn, dirs["state"])["counts"] == expected
+
+
+def test_changelog_agrees_with_the_store(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    orders = make_orders(1200, seed=5)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=300) == 0
+    latest: dict[bytes, bytes] = {}
+    for msg in read_topic(pipe.conn, pipe.topics.changelog, committed_only=True):
+        latest[msg.key()] = msg.value()
+    from_changelog = {k.decode(): int.from_bytes(v, "big") for k, v in latest.items() if not k.startswith(b"\xff")}
+    assert from_changelog == counts_json(pipe.conn, dirs["state"])["counts"] == oracle(orders)
+
+
+def test_snapshot_on_the_output_topic_matches_the_store(
+        pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    orders = make_orders(800, seed=6)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    assert run_available_now(pipe, spark, dirs, top_n=4) == 0
+    snapshots = [json.loads(m.value()) for m in read_topic(pipe.conn, pipe.topics.counts)]
+    assert snapshots, "no top-N snapshot was produced"
+    last = snapshots[-1]
+    assert last["processed_orders"] == len(orders)
+    counts = counts_json(pipe.conn, dirs["state"])["counts"]
+    expected = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
+    assert [(r["drink"], r["count"]) for r in last["top"]] == expected
+    assert [r["rank"] for r in last["top"]] == [1, 2, 3, 4]
+    assert last["ts"].endswith("Z") and isinstance(last["seq"], int)
+
+
+def test_second_daemon_on_one_state_dir_exits_and_sigterm_is_clean(
+        pipe: Pipeline, tmp_path: Path) -> None:
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(200, seed=7)))
+    state, ckpt = tmp_path / "state", tmp_path / "ckpt"
+    log = tmp_path / "daemon.log"
+    first = pipe.spawn("run", "--state-dir", str(state), "--checkpoint-dir", str(ckpt),
+                       "--flush", "1s", log=log)
+    try:
+        wait_for(lambda: "processed=200" in log.read_text(), 180, "the first daemon to count the orders")
+        second = pipe.brew("run", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "c2"), timeout=120)
+        assert second.returncode == 1
+        assert "in use by another brewstream process" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(120) == 0, log.read_text()[-2000:]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    text = log.read_text()
+    assert text.rstrip().splitlines()[-1].strip() != ""  # the final board is the last thing printed
+    assert text.count("processed=200") >= 2
+    # The store was closed cleanly and opens again.
+    assert sum(counts_json(pipe.conn, state)["counts"].values()) > 0
