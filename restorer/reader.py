@@ -44,6 +44,13 @@ CONSISTENT_CUT_TIMEOUT_S = 30.0
 
 # (partition, start, position, end) after each poll; the CLI turns it into progress bars.
 ProgressFn = Callable[[int, int, int, int], None]
+# Why a changelog value cannot belong to its key, or None; each store has its own.
+ValueCheck = Callable[[bytes, bytes], "str | None"]
+
+
+def check_count(key: bytes, value: bytes) -> str | None:
+    """The drink-count store: every value is an 8-byte count."""
+    return None if len(value) == U64_LEN else f"{len(value)}-byte value; expected {U64_LEN}"
 
 
 class ChangelogBehindStore(BrewError):
@@ -77,7 +84,7 @@ def pending(conn: KafkaConnection, topic: str, store: Store) -> dict[int, tuple[
 
 
 def apply_changelog(conn: KafkaConnection, topic: str, store: Store,
-                    on_progress: ProgressFn | None = None,
+                    on_progress: ProgressFn | None = None, check_value: ValueCheck = check_count,
                     cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S) -> RestoreResult:
     """Read every partition from the store's position to its end and apply it, atomically."""
     started = time.monotonic()
@@ -87,13 +94,17 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store,
     consumer = _reader(conn)
     latest: dict[bytes, bytes | None] = {}
     records = 0
+
+    def report(partition: int, position: int, end: int) -> None:
+        if on_progress is not None:
+            on_progress(partition, start[partition], position, end)
+
     try:
         ends = _ends(consumer, topic, partitions, start)
         reached = dict(start)
         deadline = time.monotonic() + cut_timeout
         while True:
-            records += _read_until(consumer, topic, reached, ends, latest,
-                                   lambda p, pos, end: on_progress and on_progress(p, start[p], pos, end))
+            records += _read_until(consumer, topic, reached, ends, latest, check_value, report)
             split = _split_transaction(store, latest)
             if split is None:
                 break
@@ -133,7 +144,8 @@ def _ends(consumer: Consumer, topic: str, partitions: list[int], start: dict[int
 
 
 def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: dict[int, int],
-                latest: dict[bytes, bytes | None], report: Callable[[int, int, int], object]) -> int:
+                latest: dict[bytes, bytes | None], check_value: ValueCheck,
+                report: Callable[[int, int, int], None]) -> int:
     """Consume each partition from ``reached`` to ``ends``; keep the last value per key."""
     todo = {p for p, e in ends.items() if reached[p] < e}
     if not todo:
@@ -152,7 +164,7 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
             p, offset, key = msg.partition() or 0, msg.offset() or 0, msg.key()
             if offset >= ends[p]:
                 continue  # newer than the cut; a later run applies it
-            key = _checked_key(topic, p, offset, key, msg.value())
+            key = _checked_key(topic, p, offset, key, msg.value(), check_value)
             latest[key] = msg.value() or None
             records += 1
         done = []
@@ -169,14 +181,16 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
     return records
 
 
-def _checked_key(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> bytes:
+def _checked_key(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+                 check_value: ValueCheck) -> bytes:
     where = f"{topic}[{partition}]@{offset}"
     if key is None:
         raise BrewError(f"changelog record {where} has no key; the changelog is not brewstream's")
     if is_local(key):
         raise BrewError(f"changelog record {where} carries a store-local key {key!r}")
-    if value and len(value) != U64_LEN:
-        raise BrewError(f"changelog record {where} has a {len(value)}-byte value; expected {U64_LEN}")
+    problem = check_value(key, value) if value else None
+    if problem:
+        raise BrewError(f"changelog record {where} does not belong to this store: {problem}")
     return key
 
 

@@ -1,4 +1,5 @@
-"""One Kafka transaction per batch: changelog entries, commit markers and DLQ records.
+"""One Kafka transaction per batch: changelog entries, commit markers and output records
+(DLQ, window results, late events).
 
 The transactional.id is stable per instance, so starting a new instance fences the one
 before it and aborts whatever transaction it left open. A reader with
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -19,16 +21,31 @@ from service.kafka import KafkaConnection, produce_waiting
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class OutputRecord:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] | None = None
+
+
+def dlq_records(dlq_topic: str, source_topic: str, bad: Sequence[BadRecord]) -> list[OutputRecord]:
+    """Bad input, bytes untouched, with the reason and where it came from."""
+    return [OutputRecord(dlq_topic, b.key, b.value, [
+        ("error", b.reason.encode()),
+        ("source-topic", source_topic.encode()),
+        ("source-partition", str(b.partition).encode()),
+        ("source-offset", str(b.offset).encode()),
+    ]) for b in bad]
+
 TXN_TIMEOUT_S = 60.0
 COMMIT_RETRIES = 5
 
 
 class ChangelogWriter:
-    def __init__(self, conn: KafkaConnection, topic: str, dlq_topic: str, transactional_id: str,
-                 partitions: Sequence[int], source_topic: str) -> None:
+    def __init__(self, conn: KafkaConnection, topic: str, transactional_id: str, partitions: Sequence[int]) -> None:
         self.topic = topic
-        self.dlq_topic = dlq_topic
-        self.source_topic = source_topic
         self.partitions = list(partitions)
         self.transactional_id = transactional_id
         self._producer: Producer = conn.producer({
@@ -51,9 +68,9 @@ class ChangelogWriter:
         """The entries that mark batch ``seq`` in every changelog partition."""
         return [(commit_key(p), encode_u64(seq)) for p in self.partitions]
 
-    def publish(self, entries: Sequence[Entry], dlq: Sequence[BadRecord] = (),
+    def publish(self, entries: Sequence[Entry], outputs: Sequence[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
-        """Produce ``entries`` and ``dlq`` in one transaction and commit it.
+        """Produce ``entries`` and ``outputs`` in one transaction and commit it.
 
         Returns, per changelog partition written, the offset just past this batch's
         records: the store's position once it has applied them.
@@ -71,13 +88,8 @@ class ChangelogWriter:
             for key, value in entries:
                 produce_waiting(producer, self.topic, key, value, partition=changelog_partition_of(key),
                                 on_delivery=delivered)
-            for bad in dlq:
-                produce_waiting(producer, self.dlq_topic, bad.key, bad.value, headers=[
-                    ("error", bad.reason.encode()),
-                    ("source-topic", self.source_topic.encode()),
-                    ("source-partition", str(bad.partition).encode()),
-                    ("source-offset", str(bad.offset).encode()),
-                ])
+            for out in outputs:
+                produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers)
             if before_commit is not None:
                 before_commit()
             self._commit()  # serves every delivery report before it returns

@@ -194,61 +194,182 @@ def _stop_on_signals() -> threading.Event:
 
 # ---------------------------------------------------------------- drink-count
 
-def state_dir_option(default: str) -> Callable[[F], F]:
-    return click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(default),
-                        show_default=True, help="Folder of the RocksDB store and its lock.")
+def state_dir_option(default: str | None) -> Callable[[F], F]:
+    return click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+                        default=Path(default) if default else None, show_default=True,
+                        help="Folder of the RocksDB store and its lock."
+                             + ("" if default else "  [default: state/<store>]"))
+
+
+def pipeline_options(name: str) -> Callable[[F], F]:
+    """The flags every pipeline shares; ``name`` picks the default folders."""
+    def decorate(fn: F) -> F:
+        for opt in reversed([
+            bootstrap_option,
+            topic_prefix_option,
+            state_dir_option(f"state/{name}"),
+            click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
+                         default=Path(f"state/checkpoints/{name}"), show_default=True,
+                         help="Spark's checkpoint folder for the query."),
+            click.option("--trigger", "trigger_s", type=DURATION, default="1s", show_default=True,
+                         help="Micro-batch interval."),
+            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
+                         help="Cap on records per micro-batch (backpressure).  [default: no cap]"),
+            click.option("--available-now", is_flag=True,
+                         help="Process the backlog present at start, print a final report and exit 0."),
+            click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+            click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
+                         help="Rebuild an empty or missing store from the changelog before starting."),
+            click.option("--instance", default=None,
+                         help="Instance name in the changelog's transactional.id.  "
+                              "[default: state dir name + path hash]"),
+        ]):
+            fn = opt(fn)
+        return fn
+    return decorate
+
+
+def run_config(bootstrap: str, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
+               max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
+               instance: str | None) -> Any:
+    from service.runner import RunConfig
+    from topics.catalog import Topics
+
+    return RunConfig(connection(bootstrap), state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
+                     available_now, master, auto_restore, instance, Topics(topic_prefix))
 
 
 @cli.command("run", context_settings=CONTEXT)
-@bootstrap_option
-@topic_prefix_option
-@state_dir_option("state/drink-count")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("state/checkpoints/drink-count"), show_default=True,
-              help="Spark's checkpoint folder for the query.")
+@pipeline_options("drink-count")
 @click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
               help="Interval of the top-N board (stdout and brew.drink-counts).")
 @click.option("--top-n", type=click.IntRange(min=1), default=10, show_default=True, help="Rows on the board.")
-@click.option("--trigger", "trigger_s", type=DURATION, default="1s", show_default=True,
-              help="Micro-batch interval.")
-@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
-              help="Cap on records per micro-batch (backpressure).  [default: no cap]")
-@click.option("--available-now", is_flag=True,
-              help="Process the backlog present at start, flush a final board and exit 0.")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
-              help="Rebuild an empty or missing store from the changelog before starting.")
-@click.option("--instance", default=None,
-              help="Instance name in the changelog's transactional.id.  [default: state dir name + path hash]")
-def run_cmd(bootstrap: str, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, flush_s: float, top_n: int,
-            trigger_s: float, max_offsets_per_trigger: int | None, available_now: bool, master: str,
-            auto_restore: bool, instance: str | None) -> int:
+def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
     """The drink-count daemon: brew.orders.v1 -> exact counts in RocksDB + changelog, top-N board."""
-    from service.daemon import RunConfig, run
-    from topics.catalog import Topics
+    from service.drink_count import BoardConfig, run
 
-    if flush_s <= 0 or trigger_s < 0:
-        raise click.BadParameter("--flush must be above 0 and --trigger not below 0")
-    return run(RunConfig(connection(bootstrap), state_dir, checkpoint_dir, flush_s, top_n, trigger_s,
-                         max_offsets_per_trigger, available_now, master, auto_restore, instance,
-                         Topics(topic_prefix)))
+    if flush_s <= 0:
+        raise click.BadParameter("--flush must be above 0")
+    return run(run_config(**common), BoardConfig(flush_s, top_n))
+
+
+@cli.command("windows", context_settings=CONTEXT)
+@pipeline_options("windows")
+@click.option("--window", "window_s", type=DURATION, default="1m", show_default=True,
+              help="Window size (tumbling, or hopping with --hop); also the printed table's window.")
+@click.option("--hop", "hop_s", type=DURATION, default=None, help="Hop of hopping windows (at most --window).")
+@click.option("--session-gap", "gap_s", type=DURATION, default=None,
+              help="Session windows per shop, closed after this much event time without events.")
+@click.option("--watermark-delay", "delay_s", type=DURATION, default="1m", show_default=True,
+              help="Watermark = max event time per partition minus this, min over partitions.")
+@click.option("--idle-timeout", "idle_s", type=DURATION, default="30s", show_default=True,
+              help="A partition without data this long stops holding the watermark back.")
+@click.option("--allowed-lateness", "allowed_s", type=DURATION, default="0", show_default=True,
+              help="Windows stay open this long after the watermark passes their end.")
+@click.option("--emit", type=click.Choice(["final", "early"]), default="final", show_default=True,
+              help="final: one result per window; early: also a provisional one and revisions.")
+@click.option("--print", "print_s", type=DURATION, default="5s", show_default=True, help="Table interval.")
+@click.option("--print-windows", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Windows shown in the table.")
+@click.option("--from", "start_from", type=click.Choice(["latest", "earliest"]), default="latest",
+              show_default=True, help="Where a brand-new store starts reading the events.")
+def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
+                allowed_s: float, emit: str, print_s: float, print_windows: int, start_from: str,
+                **common: Any) -> int:
+    """Event-time windows over brew.order-events.v1 with a watermark, allowed lateness and a late output."""
+    from service.windows.assign import WindowSpec
+    from service.windows.pipeline import TableConfig, run
+    from service.windows.step import WindowsConfig
+
+    ns = 10**9
+    if hop_s is not None and gap_s is not None:
+        raise click.BadParameter("--hop and --session-gap do not go together")
+    try:
+        if gap_s is not None:
+            spec = WindowSpec.session(int(gap_s * ns), int(allowed_s * ns))
+        elif hop_s is not None:
+            spec = WindowSpec.hopping(int(window_s * ns), int(hop_s * ns), int(allowed_s * ns))
+        else:
+            spec = WindowSpec.tumbling(int(window_s * ns), int(allowed_s * ns))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if print_s <= 0:
+        raise click.BadParameter("--print must be above 0")
+    cfg = WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit == "early", int(window_s * ns),
+                        2 * print_windows)
+    return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
+
+
+@cli.command("events", context_settings=CONTEXT)
+@bootstrap_option
+@topic_prefix_option
+@click.option("--rate", type=DURATION, default="50ms", show_default=True, help="Interval between events.")
+@click.option("--count", type=click.IntRange(min=0), default=None, help="Stop after this many events.")
+@click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
+@click.option("--shops", type=click.IntRange(min=1), default=80, show_default=True, help="Shops (record keys).")
+@click.option("--event-lag-max", type=DURATION, default="60s", show_default=True,
+              help="Event time lags processing time by up to this much.")
+@click.option("--late-prob", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+              help="Share of events from an offline till, lagging much more.")
+@click.option("--late-lag-min", type=DURATION, default="90s", show_default=True, help="Least lag of those.")
+@click.option("--late-lag-max", type=DURATION, default="240s", show_default=True, help="Most lag of those.")
+def events_cmd(bootstrap: str, topic_prefix: str, rate: float, count: int | None, seed: int | None, shops: int,
+               event_lag_max: float, late_prob: float, late_lag_min: float, late_lag_max: float) -> int:
+    """Produce order events with an event-time header to brew.order-events.v1 (seed 01's generator)."""
+    import time
+
+    from topics.catalog import Topics
+    from topics.events_gen import EventGenerator, EventsConfig
+    from topics.feed import Record, produce
+
+    conn = connection(bootstrap)
+    require_broker(conn)
+    topic = Topics(topic_prefix).events
+    ns = 10**9
+    gen = EventGenerator(EventsConfig(shops, int(event_lag_max * ns), late_prob, int(late_lag_min * ns),
+                                      int(late_lag_max * ns)), seed)
+    late = 0
+
+    def records() -> Any:
+        nonlocal late
+        while True:
+            ev = gen.at(time.time_ns())
+            late += ev.late
+            rec: Record = (ev.key, ev.value, ev.headers)
+            yield rec
+
+    def progress(sent: int) -> None:
+        if sent % 50 == 0:
+            click.echo(f"sent={sent} late={late}")
+
+    result = produce(conn, records(), topic=topic, count=count, interval_s=rate, per_tick=1,
+                     stop=_stop_on_signals(), on_progress=progress)
+    click.echo(f"events: sent {result.sent} events to {topic} ({late} late)"
+               + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
+    return 1 if result.failed else 0
 
 
 @cli.command("restore", context_settings=CONTEXT)
 @bootstrap_option
 @topic_prefix_option
-@state_dir_option("state/drink-count")
+@click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]), default="drink-count",
+              show_default=True, help="Which store to rebuild (its changelog and default state dir).")
+@state_dir_option(None)
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
-def restore_cmd(bootstrap: str, topic_prefix: str, state_dir: Path, clean: bool) -> None:
-    """Rebuild the store from brew.drink-count-changelog, up to its end offsets."""
+def restore_cmd(bootstrap: str, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool) -> None:
+    """Rebuild a store from its changelog, up to the end offsets."""
     from restorer.progress import RestoreProgress
-    from restorer.reader import apply_changelog
+    from restorer.reader import apply_changelog, check_count
     from service.store import StateDir, Store
+    from service.windows.state import check_value as check_window
     from topics.catalog import Topics
 
     conn = connection(bootstrap)
     require_broker(conn)
-    with StateDir(state_dir) as sd:
+    topics = Topics(topic_prefix)
+    changelog, check = ((topics.changelog, check_count) if store_name == "drink-count"
+                        else (topics.windows_changelog, check_window))
+    with StateDir(state_dir or Path("state") / store_name) as sd:
         if clean:
             sd.remove_store()
         with Store(sd.store_path) as store:
@@ -256,7 +377,7 @@ def restore_cmd(bootstrap: str, topic_prefix: str, state_dir: Path, clean: bool)
                 raise BrewError(f"the store in {sd.store_path} is not empty; pass --clean to rebuild it "
                                 "from the changelog")
             with RestoreProgress("restore") as progress:
-                result = apply_changelog(conn, Topics(topic_prefix).changelog, store, on_progress=progress.update)
+                result = apply_changelog(conn, changelog, store, on_progress=progress.update, check_value=check)
     click.echo(result.summary())
 
 

@@ -3,3 +3,7 @@
 
 class BrewError(Exception):
     """A failure the user can act on; its message says what to do next."""
+
+
+class SinkClosed(RuntimeError):
+    """Raised for a batch that arrives while the daemon shuts down: Spark must not commit it."""

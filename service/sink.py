@@ -13,7 +13,6 @@ done, 5 not). Changelog values are absolute, so writing one twice is harmless.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.aggregate import BatchAggregate, aggregate_batch
-from service.changelog import ChangelogWriter
+from service.changelog import ChangelogWriter, dlq_records
 from service.codec import (
     BAD_ORDERS,
     LAST_BATCH_MS,
@@ -36,14 +35,12 @@ from service.codec import (
     offset_prefix,
     position_key,
 )
+from service.errors import SinkClosed
 from service.faults import FaultPlan
 from service.store import Store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class BatchReport:
@@ -57,16 +54,13 @@ class BatchReport:
     store_s: float
 
 
-class SinkClosed(RuntimeError):
-    """Raised for a batch that arrives while the daemon shuts down: Spark must not commit it."""
-
-
 class DrinkCountSink:
-    def __init__(self, store: Store, changelog: ChangelogWriter, input_topic: str, faults: FaultPlan,
-                 on_batch: Callable[[BatchReport], None] | None = None) -> None:
+    def __init__(self, store: Store, changelog: ChangelogWriter, input_topic: str, dlq_topic: str,
+                 faults: FaultPlan, on_batch: Callable[[BatchReport], None] | None = None) -> None:
         self.store = store
         self.changelog = changelog
         self.input_topic = input_topic
+        self.dlq_topic = dlq_topic
         self.faults = faults
         self.on_batch = on_batch
         self._seq = max(decode_entries(store.scan(commit_prefix())).commits.values(), default=0)
@@ -97,7 +91,8 @@ class DrinkCountSink:
 
         # 3. Changelog, offsets and DLQ: all visible together, or not at all.
         positions = self.changelog.publish(
-            entries, agg.bad, before_commit=lambda: self.faults.reached("mid-transaction"))
+            entries, dlq_records(self.dlq_topic, self.input_topic, agg.bad),
+            before_commit=lambda: self.faults.reached("mid-transaction"))
         self.faults.reached("after-changelog-commit")
         t2 = time.monotonic()
 

@@ -11,6 +11,7 @@ DLQ = "brew.orders.dlq"
 EVENTS = "brew.order-events.v1"
 LATE_EVENTS = "brew.order-events.late"
 WINDOWS = "brew.order-windows"
+WINDOWS_CHANGELOG = "brew.order-windows-changelog"
 
 # Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
 # roll every minute and any dirt makes a segment cleanable. Production clusters want
@@ -37,6 +38,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(EVENTS, "order events with event time"),
     TopicSpec(LATE_EVENTS, "events later than allowed"),
     TopicSpec(WINDOWS, "closed windows"),
+    TopicSpec(WINDOWS_CHANGELOG, "window state changelog", COMPACTED),
 )
 
 
@@ -74,6 +76,10 @@ class Topics:
     @property
     def windows(self) -> str:
         return self.prefix + WINDOWS
+
+    @property
+    def windows_changelog(self) -> str:
+        return self.prefix + WINDOWS_CHANGELOG
 
     def specs(self) -> tuple[TopicSpec, ...]:
         return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config) for s in ALL_TOPICS)

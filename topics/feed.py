@@ -16,7 +16,8 @@ from service.kafka import KafkaConnection, partitions_of, produce_waiting
 from topics.catalog import ORDERS
 from topics.orders_gen import OrderGenerator
 
-Record = tuple[bytes | None, bytes | None]  # (key, value)
+Headers = list[tuple[str, bytes]]
+Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]  # key, value[, headers]
 
 
 @dataclass
@@ -85,11 +86,12 @@ def produce(
         exhausted = False
         for _ in range(batch):
             try:
-                key, value = next(it)
+                key, value, *headers = next(it)
             except StopIteration:
                 exhausted = True
                 break
-            produce_waiting(producer, topic, key, value, on_delivery=delivered)
+            produce_waiting(producer, topic, key, value, headers=headers[0] if headers else None,
+                            on_delivery=delivered)
             queued += 1
         producer.poll(0)
         if on_progress is not None:

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from service.changelog import ChangelogWriter
-from service.daemon import RunConfig, run, transactional_id
+from service.drink_count import BoardConfig, run
 from service.faults import FaultPlan
 from service.kafka import KafkaConnection
+from service.runner import RunConfig, transactional_id
 from service.sink import DrinkCountSink
 from service.store import StateDir, Store
 from tests.corpus import BAD_ORDERS
@@ -35,8 +36,9 @@ def make_orders(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def run_available_now(pipe: Pipeline, spark: Any, dirs: dict[str, Path], **kw: Any) -> int:
-    cfg = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, flush_s=60, topics=pipe.topics, **kw)
-    return run(cfg, spark=spark)
+    top_n = kw.pop("top_n", 10)
+    cfg = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, topics=pipe.topics, **kw)
+    return run(cfg, BoardConfig(60, top_n), spark=spark)
 
 
 def end_offsets_of(conn: KafkaConnection, topic: str) -> dict[str, int]:
@@ -106,10 +108,10 @@ def test_replays_apply_nothing_twice(pipe: Pipeline, spark: Any, dirs: dict[str,
           .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
     with StateDir(dirs["state"]) as sd, Store(sd.store_path) as store:
         t = pipe.topics
-        writer = ChangelogWriter(pipe.conn, t.changelog, t.dlq, transactional_id(dirs["state"], None), [0, 1, 2],
-                                 t.orders)
+        txn_id = transactional_id("drink-count", dirs["state"], None)
+        writer = ChangelogWriter(pipe.conn, t.changelog, txn_id, [0, 1, 2])
         writer.start()
-        sink = DrinkCountSink(store, writer, pipe.topics.orders, FaultPlan(None, lambda: None))
+        sink = DrinkCountSink(store, writer, t.orders, t.dlq, FaultPlan(None, lambda: None))
         for batch_id in (0, 0, 1, 99):
             sink(df, batch_id)
         writer.close()

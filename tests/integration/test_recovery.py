@@ -15,8 +15,9 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from sandbox.broker import Sandbox, down, free_port, up
 from service.codec import StoreState, decode_entries
-from service.daemon import RunConfig, run
+from service.drink_count import BoardConfig, run
 from service.kafka import KafkaConnection
+from service.runner import RunConfig
 from service.store import Store
 from tests.corpus import BAD_ORDERS
 from tests.helpers import (
@@ -36,8 +37,8 @@ pytestmark = pytest.mark.spark
 
 
 def run_now(pipe: Pipeline, spark: Any, dirs: dict[str, Path], **kw: Any) -> int:
-    return run(RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, flush_s=60,
-                         topics=pipe.topics, **kw), spark=spark)
+    return run(RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, topics=pipe.topics, **kw),
+               BoardConfig(60), spark=spark)
 
 
 def store_state(state_dir: Path) -> StoreState:

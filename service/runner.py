@@ -1,9 +1,9 @@
-"""``brewstream run``: the drink-count daemon around the sink.
+"""The daemon around a pipeline's sink: start-up, the streaming query, clean shutdown.
 
-Start-up order matters: lock the state dir (a second instance stops here, before it can
-fence the first), fence older writers of the changelog, bring the store up to date with
-the changelog (a full restore when the disk was lost), pick the start point, and only
-then start Spark.
+Both pipelines (drink-count and windows) run here. Start-up order matters: lock the
+state dir (a second instance stops here, before it can fence the first), fence older
+writers of the changelog, bring the store up to date with the changelog (a full restore
+when the disk was lost), pick the start point, and only then start Spark.
 """
 
 from __future__ import annotations
@@ -13,25 +13,33 @@ import logging
 import shutil
 import signal
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from restorer.progress import RestoreProgress
-from restorer.reader import ChangelogBehindStore, apply_changelog, pending
-from service.board import BoardFlusher
+from restorer.reader import ChangelogBehindStore, ValueCheck, apply_changelog, check_count, pending
 from service.changelog import ChangelogWriter
-from service.codec import decode_entries, encode_u64, is_local, offset_prefix, position_key
-from service.errors import BrewError
+from service.codec import (
+    Entry,
+    commit_prefix,
+    decode_entries,
+    encode_u64,
+    is_local,
+    offset_key,
+    offset_prefix,
+    position_key,
+)
+from service.errors import BrewError, SinkClosed
 from service.faults import FaultPlan, kill_process_and
 from service.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
-from service.sink import BatchReport, DrinkCountSink, SinkClosed
 from service.start_point import StartPoint, checkpoint_resume_offsets, choose_start
 from service.store import StateDir, Store
 from topics.catalog import DEFAULT_TOPICS, Topics
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
@@ -39,11 +47,11 @@ log = logging.getLogger("brewstream")
 
 @dataclass(frozen=True)
 class RunConfig:
+    """The flags every pipeline shares."""
+
     conn: KafkaConnection
     state_dir: Path
     checkpoint_dir: Path
-    flush_s: float = 5.0
-    top_n: int = 10
     trigger_s: float = 1.0
     max_offsets_per_trigger: int | None = None
     available_now: bool = False
@@ -53,58 +61,89 @@ class RunConfig:
     topics: Topics = DEFAULT_TOPICS
 
 
-def transactional_id(state_dir: Path, instance: str | None) -> str:
+class BatchSink(Protocol):
+    """A foreachBatch function that can be told to stop taking batches."""
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Reporter(Protocol):
+    """What a pipeline shows while it runs (the top-N board, the windows table)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, final_flush: bool = True) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    input_topic: str
+    changelog_topic: str
+    dlq_topic: str
+    output_topics: tuple[str, ...]
+    make_sink: Callable[[Store, ChangelogWriter, FaultPlan], BatchSink]
+    make_reporter: Callable[[Store, BatchSink], Reporter]
+    start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
+    reader_options: dict[str, str] = field(default_factory=dict)
+    check_value: ValueCheck = check_count
+
+
+def transactional_id(pipeline: str, state_dir: Path, instance: str | None) -> str:
     """Stable per instance: by default the state dir's name plus a hash of its path."""
     if instance is None:
         path = str(state_dir.resolve())
         instance = f"{state_dir.resolve().name}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-    return f"brewstream.drink-count.{instance}"
+    return f"brewstream.{pipeline}.{instance}"
 
 
-def run(cfg: RunConfig, spark: SparkSession | None = None) -> int:
+def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
     """Run until SIGINT/SIGTERM (or the backlog is done with available-now); 0 on a clean stop."""
-    conn, topics = cfg.conn, cfg.topics
+    conn = cfg.conn
     require_broker(conn)
-    input_partitions = partitions_of(conn, topics.orders)
-    changelog_partitions = partitions_of(conn, topics.changelog)
-    for topic in (topics.dlq, topics.counts):
+    input_partitions = partitions_of(conn, p.input_topic)
+    changelog_partitions = partitions_of(conn, p.changelog_topic)
+    for topic in (p.dlq_topic, *p.output_topics):
         partitions_of(conn, topic)
 
     with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
-        changelog = ChangelogWriter(conn, topics.changelog, topics.dlq,
-                                    transactional_id(cfg.state_dir, cfg.instance), changelog_partitions, topics.orders)
+        changelog = ChangelogWriter(conn, p.changelog_topic, transactional_id(p.name, cfg.state_dir, cfg.instance),
+                                    changelog_partitions)
         changelog.start()
-        bring_store_up_to_date(conn, store, changelog, cfg.auto_restore)
-        start = _start_point(conn, store, topics.orders, cfg.checkpoint_dir, input_partitions)
-        log.info("drink-count: input=%s changelog=%s state=%s checkpoint=%s; %s",
-                 topics.orders, topics.changelog, cfg.state_dir, cfg.checkpoint_dir, start.reason)
+        bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value)
+        if p.start_when_empty == "latest":
+            _pin_latest(conn, store, changelog, p.input_topic, input_partitions)
+        start = _start_point(conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
+        log.info("%s: input=%s changelog=%s state=%s checkpoint=%s; %s", p.name,
+                 p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir, start.reason)
 
         own_spark = spark is None
         if spark is None:
             from service.spark_session import build_session
-            spark = build_session(cfg.master, "brewstream-drink-count")
-        faults = FaultPlan.from_env(kill_process_and(_jvm_pid(spark)))
-        sink = DrinkCountSink(store, changelog, topics.orders, faults, on_batch=_log_batch)
-        board = BoardFlusher(store, conn, topics.counts, cfg.top_n, cfg.flush_s)
+            spark = build_session(cfg.master, f"brewstream-{p.name}")
+        sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))))
+        reporter = p.make_reporter(store, sink)
         try:
-            query = _start_query(spark, cfg, sink, start)
-            board.start()
+            query = _start_query(spark, p, cfg, sink, start)
+            reporter.start()
             failure = _wait(query)
             sink.close()  # lets a batch in flight finish; later ones are refused
             query.stop()
-            board.stop(final_flush=True)
+            reporter.stop(final_flush=True)
         finally:
             changelog.close()
             if own_spark:
                 spark.stop()
     if failure:
-        raise BrewError(f"the drink-count query failed: {failure}; progress is kept, "
-                        "run `brewstream run` again to continue")
+        raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, "
+                        "start it again to continue")
     return 0
 
 
 def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
-                           auto_restore: bool) -> None:
+                           auto_restore: bool, check_value: ValueCheck = check_count) -> None:
     """Apply what the changelog holds beyond the store: everything after a disk loss, the
     last batch after a crash between the two commits, nothing in the common case."""
     topic = changelog.topic
@@ -119,7 +158,7 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
     if not store.is_empty():
         # Usually only the last transaction's commit marker lies beyond the store's
         # position; records here mean the last run stopped between the two commits.
-        result = apply_changelog(conn, topic, store)
+        result = apply_changelog(conn, topic, store, check_value=check_value)
         if result.records:
             log.info("caught up the store with %d changelog records its last run committed but did not "
                      "store", result.records)
@@ -129,7 +168,7 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
                         "`brewstream restore` or drop --no-auto-restore")
     log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", topic, todo)
     with RestoreProgress("restore") as progress:
-        result = apply_changelog(conn, topic, store, on_progress=progress.update)
+        result = apply_changelog(conn, topic, store, on_progress=progress.update, check_value=check_value)
     log.info(result.summary())
 
 
@@ -156,15 +195,35 @@ def _start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir
     return start
 
 
-def _start_query(spark: SparkSession, cfg: RunConfig, sink: DrinkCountSink, start: StartPoint) -> StreamingQuery:
+def _pin_latest(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str,
+                partitions: list[int]) -> None:
+    """A brand-new store that starts at the latest offsets records them first, so that a
+    partition without data until a restart is not read from its beginning then."""
+    if decode_entries(store.scan(offset_prefix(topic))).next_offsets(topic):
+        return
+    consumer = conn.consumer()
+    try:
+        ends = {p: high for p, (_, high) in end_offsets(consumer, topic, partitions).items()}
+    finally:
+        consumer.close()
+    seq = max(decode_entries(store.scan(commit_prefix())).commits.values(), default=0) + 1
+    entries: list[Entry] = [(offset_key(topic, p), encode_u64(o)) for p, o in sorted(ends.items())]
+    entries += changelog.commit_markers(seq)
+    positions = changelog.publish(entries)
+    store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()])
+    log.info("new store: starting %s at its latest offsets %s", topic, ends)
+
+
+def _start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
+                 start: StartPoint) -> StreamingQuery:
     reader = (spark.readStream.format("kafka").options(**cfg.conn.spark_options())
-              .option("subscribe", cfg.topics.orders))
+              .option("subscribe", p.input_topic).options(**p.reader_options))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    writer = (reader.load().writeStream.queryName("drink-count").foreachBatch(sink)
+    writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
               .option("checkpointLocation", str(cfg.checkpoint_dir)))
     if cfg.available_now:
         writer = writer.trigger(availableNow=True)
@@ -206,8 +265,3 @@ def _first_line(text: str) -> str:
 def _jvm_pid(spark: SparkSession) -> int | None:
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     return getattr(proc, "pid", None)
-
-
-def _log_batch(r: BatchReport) -> None:
-    log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | aggregate %.2fs changelog %.3fs store %.3fs",
-             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.aggregate_s, r.changelog_s, r.store_s)

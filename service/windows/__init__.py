@@ -1,0 +1,1 @@
+"""Event-time windows over order events: watermarks, allowed lateness, a late side output."""

@@ -1,0 +1,202 @@
+"""Parse, assign and pre-aggregate one micro-batch of events inside Spark.
+
+Every task judges its events against the watermark the batch started with (a constant
+for the whole batch) and returns partial results: one row per window touched, per
+in-batch session, per input partition and per table window, plus the records that
+must travel whole: late ones (for the late topic), bad ones (for the DLQ) and the
+members of sessions that may turn out to be late once merged with the store's.
+``partial_windows`` runs on the executors, ``merge_window_partials`` on the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from service.aggregate import BadRecord
+from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
+from service.windows.events import EVENT_TIME, BadEvent, parse_event
+from service.windows.watermark import closed, passed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# Row kinds of the partial output.
+WINDOW, SESS, CANDIDATE, LATE, PART, TABLE, BAD, META = "win", "sess", "cand", "late", "part", "tbl", "bad", "meta"
+
+PARTIAL_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("part", pa.int32()), ("off", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
+    ("name", pa.string()), ("n", pa.int64()), ("amount", pa.int64()), ("late_acc", pa.int64()),
+    ("aux", pa.int64()), ("rkey", pa.binary()), ("value", pa.binary()), ("headers", pa.binary()),
+])
+PARTIAL_DDL = ("kind string, part int, off long, start long, end long, name string, n long, amount long, "
+               "late_acc long, aux long, rkey binary, value binary, headers binary")
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+@dataclass
+class WindowBatch:
+    fixed: dict[tuple[int, int], list[int]] = field(default_factory=dict)  # (start, end) -> count, cents, late
+    sessions: dict[str, list[Session]] = field(default_factory=dict)
+    records: list[RawRecord] = field(default_factory=list)  # what session members point at
+    late: list[tuple[RawRecord, int, int]] = field(default_factory=list)
+    bad: list[BadRecord] = field(default_factory=list)
+    max_event: dict[int, int] = field(default_factory=dict)
+    next_offsets: dict[int, int] = field(default_factory=dict)
+    table: dict[int, int] = field(default_factory=dict)
+    total: int = 0
+    no_header: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.next_offsets
+
+
+def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_start: int | None,
+                    table_ns: int) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, partial rows out."""
+    out: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
+
+    def row(kind: str, **cols: Any) -> None:
+        for name in PARTIAL_SCHEMA.names:
+            out[name].append(kind if name == "kind" else cols.get(name))
+
+    fixed: dict[tuple[int, int], list[int]] = {}
+    table: dict[int, int] = {}
+    highest: dict[int, list[int]] = {}  # partition -> [max offset, max event ns]
+    per_shop: dict[str, list[tuple[int, int, int]]] = {}
+    raws: list[tuple[int, int, bytes | None, bytes | None, list[dict[str, Any]]]] = []
+    total = no_header = 0
+    for batch in batches:
+        cols = {name: batch.column(name).to_pylist() for name in ("key", "value", "partition", "offset", "ts_us",
+                                                                  "headers")}
+        for i in range(batch.num_rows):
+            p, o, value = cols["partition"][i], cols["offset"][i], cols["value"][i]
+            headers = cols["headers"][i] or []
+            total += 1
+            top = highest.setdefault(p, [-1, -(1 << 62)])
+            top[0] = max(top[0], o)
+            event_time = next((h["value"] for h in headers if h["key"] == EVENT_TIME), None)
+            try:
+                ev = parse_event(value, event_time, cols["ts_us"][i] * 1000)
+            except BadEvent as exc:
+                row(BAD, part=p, off=o, name=str(exc), rkey=cols["key"][i], value=value)
+                continue
+            no_header += not ev.has_header
+            top[1] = max(top[1], ev.event_ns)
+            t_start = ev.event_ns - ev.event_ns % table_ns
+            table[t_start] = table.get(t_start, 0) + 1
+            if spec.kind == SESSION:
+                per_shop.setdefault(ev.shop_id, []).append((ev.event_ns, ev.amount_cents, len(raws)))
+                raws.append((p, o, cols["key"][i], value, headers))
+                continue
+            for start, end in assign(ev.event_ns, spec):
+                if closed(end, spec.allowed_ns, wm_start):
+                    row(LATE, part=p, off=o, start=start, end=end, rkey=cols["key"][i], value=value,
+                        headers=_headers_json(headers))
+                    continue
+                acc = fixed.setdefault((start, end), [0, 0, 0])
+                acc[0] += 1
+                acc[1] += ev.amount_cents
+                acc[2] += passed(end, wm_start)
+
+    for (start, end), (count, cents, late_acc) in fixed.items():
+        row(WINDOW, start=start, end=end, n=count, amount=cents, late_acc=late_acc)
+    for shop, events in per_shop.items():
+        for s in sessionize(shop, events, spec.gap_ns):
+            row(SESS, start=s.start_ns, end=s.end_ns, name=shop, n=s.count, amount=s.amount_cents)
+            if closed(s.end_ns, spec.allowed_ns, wm_start):
+                # Late unless the store holds an open session it merges with: only the
+                # driver can tell, so the members travel along.
+                for idx in s.members:
+                    p, o, key, value, headers = raws[idx]
+                    row(CANDIDATE, part=p, off=o, start=s.start_ns, name=shop, rkey=key, value=value,
+                        headers=_headers_json(headers))
+    for p, (max_off, max_event) in highest.items():
+        row(PART, part=p, off=max_off, aux=max_event)
+    for start, count in table.items():
+        row(TABLE, start=start, n=count)
+    row(META, n=total, aux=no_header)
+    yield pa.RecordBatch.from_pydict(out, schema=PARTIAL_SCHEMA)
+
+
+def _headers_json(headers: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps([[h["key"], (h["value"] or b"").hex()] for h in headers])
+
+
+def _raw(row: Mapping[str, Any]) -> RawRecord:
+    headers = [(k, bytes.fromhex(v)) for k, v in orjson.loads(row["headers"] or b"[]")]
+    return RawRecord(row["part"], row["off"], _bytes(row["rkey"]), _bytes(row["value"]), headers)
+
+
+def _bytes(v: Any) -> bytes | None:
+    return None if v is None else bytes(v)
+
+
+def merge_window_partials(rows: Iterable[Mapping[str, Any]]) -> WindowBatch:
+    b = WindowBatch()
+    minis: list[Session] = []
+    members: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        kind = r["kind"]
+        if kind == WINDOW:
+            acc = b.fixed.setdefault((r["start"], r["end"]), [0, 0, 0])
+            acc[0] += r["n"]
+            acc[1] += r["amount"]
+            acc[2] += r["late_acc"]
+        elif kind == SESS:
+            minis.append(Session(r["name"], r["start"], r["end"], r["n"], r["amount"]))
+        elif kind == CANDIDATE:
+            members.setdefault((r["name"], r["start"]), []).append(len(b.records))
+            b.records.append(_raw(r))
+        elif kind == LATE:
+            b.late.append((_raw(r), r["start"], r["end"]))
+        elif kind == PART:
+            p = r["part"]
+            b.next_offsets[p] = max(b.next_offsets.get(p, 0), r["off"] + 1)
+            if r["aux"] > -(1 << 62):
+                b.max_event[p] = max(b.max_event.get(p, r["aux"]), r["aux"])
+        elif kind == TABLE:
+            b.table[r["start"]] = b.table.get(r["start"], 0) + r["n"]
+        elif kind == BAD:
+            b.bad.append(BadRecord(r["part"], r["off"], _bytes(r["rkey"]), _bytes(r["value"]), r["name"]))
+        elif kind == META:
+            b.total += r["n"]
+            b.no_header += r["aux"]
+        else:
+            raise ValueError(f"unknown partial row kind {kind!r}")
+    for m in minis:
+        m.members = members.get((m.key, m.start_ns), [])
+        b.sessions.setdefault(m.key, []).append(m)
+    # A shop's events normally sit in one input partition, hence one task; merging
+    # covers the case where they do not.
+    b.sessions = {shop: merge_sessions(ss) for shop, ss in b.sessions.items()}
+    b.late.sort(key=lambda x: (x[0].partition, x[0].offset, x[1]))
+    b.bad.sort(key=lambda x: (x.partition, x.offset))
+    return b
+
+
+def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec, wm_start: int | None,
+                     table_ns: int) -> WindowBatch:
+    """Drop rows below the store's next offsets, then window the rest in Spark."""
+    from functools import partial
+
+    from pyspark.sql import functions as F
+
+    fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
+    for partition, next_offset in applied.items():
+        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns)
+    return merge_window_partials(r.asDict() for r in fresh.mapInArrow(fn, PARTIAL_DDL).collect())

@@ -1,0 +1,150 @@
+"""The window state machine without Spark or Kafka: partials -> merge -> step, batch by batch."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from service.windows.aggregate import merge_window_partials, partial_windows
+from service.windows.assign import WindowSpec
+from service.windows.events import encode_event_time
+from service.windows.state import decode_windows_state
+from service.windows.step import EARLY, FINAL, REVISION, WindowResult, WindowsConfig, step, watermark_at
+
+MIN = 60 * 10**9
+T = "events"
+
+INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()),
+                   ("ts_us", pa.int64()),
+                   ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
+
+
+def at(hhmm: str) -> int:
+    h, m = map(int, hhmm.split(":"))
+    return int(datetime(2026, 11, 22, h, m, tzinfo=UTC).timestamp()) * 10**9
+
+
+class Pipeline:
+    """An in-memory store plus the real pure functions, one batch per call."""
+
+    def __init__(self, cfg: WindowsConfig) -> None:
+        self.cfg = cfg
+        self.store: dict[bytes, bytes] = {}
+        self.offset = 0
+        self.results: list[WindowResult] = []
+        self.late: list[tuple[str, int]] = []
+        self.now_ms = 0
+
+    def batch(self, *events: tuple[str, int, int], now_ms: int | None = None) -> None:
+        """events: (shop, event_ns, partition)"""
+        self.now_ms = now_ms if now_ms is not None else self.now_ms + 1000
+        state = decode_windows_state(self.store.items())
+        wm_start = watermark_at(state, self.now_ms, self.cfg)
+        rows = []
+        for shop, t, p in events:
+            value = json.dumps({"shop_id": shop, "drink": "latte", "amount": 1.25}).encode()
+            headers = [{"key": "event-time", "value": encode_event_time(t)}]
+            rows.append((shop.encode(), value, p, self.offset, 0, headers))
+            self.offset += 1
+        cols = list(zip(*rows, strict=True)) if rows else [[] for _ in INPUT]
+        arrow = pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, INPUT, strict=True)],
+                                           schema=INPUT)
+        partials = [r for b in partial_windows(iter([arrow]), self.cfg.spec, wm_start, self.cfg.table_ns)
+                    for r in b.to_pylist()]
+        result = step(state, merge_window_partials(partials), wm_start, self.now_ms, self.cfg, T)
+        for k, v in result.entries:
+            if v is None:
+                self.store.pop(k, None)
+            else:
+                self.store[k] = v
+        self.results += result.results
+        self.late += [(w.key or "", raw.offset) for raw, w in result.late]
+
+    def state(self):  # type: ignore[no-untyped-def]
+        return decode_windows_state(self.store.items())
+
+
+def textbook(emit_early: bool) -> Pipeline:
+    # Seed 03, worked example 2: 10-minute windows, 2 minutes of allowed lateness.
+    pl = Pipeline(WindowsConfig(WindowSpec.tumbling(10 * MIN, 2 * MIN), watermark_delay_ns=MIN,
+                                idle_timeout_ms=3_600_000, emit_early=emit_early))
+    for hhmm in ("10:01", "10:04", "10:09", "10:12"):
+        pl.batch(("shop-01", at(hhmm), 0))
+    assert pl.state().watermark_ns == at("10:11")
+    pl.batch(("shop-01", at("10:08"), 0))   # arrives at watermark 10:11: counted
+    pl.batch(("shop-01", at("10:14"), 0))   # watermark -> 10:13 closes [10:00, 10:10)
+    assert pl.state().watermark_ns == at("10:13")
+    pl.batch(("shop-01", at("10:07"), 0))   # arrives at watermark 10:13: late
+    return pl
+
+
+def test_textbook_case_counts_four_and_sends_the_fifth_to_the_late_output() -> None:
+    pl = textbook(emit_early=False)
+    finals = [r for r in pl.results if r.window.start_ns == at("10:00")]
+    assert [(r.emit, r.window.count, r.window.late_accepted) for r in finals] == [(FINAL, 4, 1)]
+    assert pl.late == [("", 6)]  # offset 6 is the 10:07 event
+    assert pl.state().counter("late") == 1
+
+
+def test_textbook_case_with_early_results_and_a_revision() -> None:
+    pl = textbook(emit_early=True)
+    first = [(r.emit, r.window.count) for r in pl.results if r.window.start_ns == at("10:00")]
+    assert first == [(EARLY, 3), (REVISION, 4), (FINAL, 4)]
+
+
+def test_final_windows_leave_the_store() -> None:
+    pl = textbook(emit_early=False)
+    open_starts = sorted(w.start_ns for w in pl.state().windows.values())
+    assert open_starts == [at("10:10")]
+
+
+def test_hopping_windows_count_an_event_in_each_window_it_falls_in() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.hopping(5 * MIN, MIN), watermark_delay_ns=0, idle_timeout_ms=10**9))
+    pl.batch(("s", at("10:03"), 0))
+    pl.batch(("s", at("10:20"), 0))  # closes everything before 10:20
+    finals = sorted((r.window.start_ns, r.window.count) for r in pl.results if r.emit == FINAL)
+    assert finals == [(at(hhmm), 1) for hhmm in ("09:59", "10:00", "10:01", "10:02", "10:03")]
+
+
+def test_sessions_merge_across_batches_and_close_after_the_gap() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.session(30 * 10**9), watermark_delay_ns=0, idle_timeout_ms=10**9))
+    base = at("10:00")
+    pl.batch(("a", base, 0), ("a", base + 10 * 10**9, 0), ("b", base + 5 * 10**9, 0))
+    pl.batch(("a", base + 35 * 10**9, 0))          # within 30s of the last: same session
+    pl.batch(("a", base + 200 * 10**9, 0))         # a new session; closes the first ones
+    finals = sorted((r.window.key, r.window.start_ns - base, r.window.end_ns - base, r.window.count)
+                    for r in pl.results if r.emit == FINAL)
+    assert finals == [("a", 0, 65 * 10**9, 3), ("b", 5 * 10**9, 35 * 10**9, 1)]
+
+
+def test_a_late_event_bridging_into_an_open_session_is_accepted() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.session(30 * 10**9), watermark_delay_ns=0, idle_timeout_ms=10**9))
+    base = at("10:00")
+    pl.batch(("a", base + 100 * 10**9, 0))         # session [100, 130)
+    pl.batch(("a", base + 90 * 10**9, 0))          # behind the watermark (100), but overlaps: accepted
+    pl.batch(("a", base + 10 * 10**9, 0))          # [10, 40) closed already: late
+    assert pl.late == [("a", 2)]
+    (w,) = pl.state().windows.values()
+    assert (w.start_ns - base, w.end_ns - base, w.count, w.late_accepted) == (90 * 10**9, 130 * 10**9, 2, 0)
+
+
+def test_an_idle_partition_stops_holding_the_watermark_back() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.tumbling(MIN), watermark_delay_ns=0, idle_timeout_ms=30_000))
+    pl.batch(("a", at("10:00"), 0), ("b", at("10:00"), 1), now_ms=1_000)
+    pl.batch(("a", at("10:05"), 0), now_ms=2_000)       # partition 1 still holds it at 10:00
+    assert pl.state().watermark_ns == at("10:00")
+    pl.batch(("a", at("10:06"), 0), now_ms=40_000)      # partition 1 idle for 39s: ignored
+    assert pl.state().watermark_ns == at("10:06")
+    pl.batch(("b", at("10:01"), 1), now_ms=41_000)      # back with data: holds it again, never backwards
+    assert pl.state().watermark_ns == at("10:06")
+
+
+def test_a_quiet_stream_still_closes_its_windows_on_an_empty_step() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.tumbling(MIN), watermark_delay_ns=MIN, idle_timeout_ms=30_000))
+    pl.batch(("a", at("10:00"), 0), ("a", at("10:03"), 0), now_ms=1_000)
+    assert not [r for r in pl.results if r.window.start_ns == at("10:02")]
+    pl.batch(now_ms=60_000)  # nothing arrives; the one partition is idle
+    assert pl.state().watermark_ns == at("10:02")
+    assert [r.window.start_ns for r in pl.results] == [at("10:00")]
