@@ -7,7 +7,7 @@ JARS := .cache/jars
 MVN := mvn -q -B
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint unit sandbox-up sandbox-down clean
+.PHONY: install run test lint unit sandbox-up sandbox-down clean events windows
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
 
@@ -37,7 +37,19 @@ run: install
 	  echo "feeding orders in the background (log: .sandbox/seed-orders.log); Ctrl+C stops both"; \
 	  $(BREW) run
 
+# Seed 01 side by side: `make events` in one terminal, `make windows` in another.
+events: install
+	$(BREW) sandbox up
+	$(BREW) topics create
+	$(BREW) events
+
+windows: install
+	$(BREW) sandbox up
+	$(BREW) topics create
+	$(BREW) windows
+
 test: install lint
+	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: install

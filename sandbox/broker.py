@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.errors import BrewError
@@ -72,6 +72,9 @@ logger.server.level = info
 class Sandbox:
     port: int
     data_dir: Path
+    # An extra SASL_PLAINTEXT listener with PLAIN users, to exercise secured clients.
+    sasl_port: int | None = None
+    sasl_users: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -152,17 +155,30 @@ def _write_config(sandbox: Sandbox) -> Path:
     # The controller listener gets a fresh free port on every start: it only has to be
     # stable while the process lives, and a fixed one could collide with a second sandbox.
     props = sandbox.data_dir / "server.properties"
-    props.write_text(
-        SERVER_PROPERTIES.format(
-            port=sandbox.port,
-            controller_port=free_port(),
-            log_dir=sandbox.log_dir.resolve(),
-        )
-    )
+    text = SERVER_PROPERTIES.format(port=sandbox.port, controller_port=free_port(), log_dir=sandbox.log_dir.resolve())
+    if sandbox.sasl_port is not None:
+        text = _with_sasl(text, sandbox)
+    props.write_text(text)
     (sandbox.data_dir / "log4j2.properties").write_text(
         LOG4J2_PROPERTIES.format(log_file=sandbox.log_file.resolve())
     )
     return props
+
+
+def _with_sasl(text: str, sandbox: Sandbox) -> str:
+    listener = f"SASL_PLAINTEXT://127.0.0.1:{sandbox.sasl_port}"
+    users = " ".join(f'user_{u}="{pw}"' for u, pw in sandbox.sasl_users.items())
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("listeners=", "advertised.listeners=")):
+            line += "," + listener
+        elif line.startswith("listener.security.protocol.map="):
+            line += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        lines.append(line)
+    lines += ["sasl.enabled.mechanisms=PLAIN",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+              f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"]
+    return "\n".join(lines) + "\n"
 
 
 def _format_storage(sandbox: Sandbox, classpath: str, props: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
@@ -25,13 +26,15 @@ log = logging.getLogger(__name__)
 
 class BoardFlusher:
     def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
-                 out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now) -> None:
+                 out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now,
+                 on_flush: Callable[[float], None] | None = None) -> None:
         self.store = store
         self.topic = topic
         self.n = n
         self.interval_s = interval_s
         self.out = out
         self.clock = clock
+        self.on_flush = on_flush
         self.seq = 0
         self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
         self._stop = threading.Event()
@@ -55,6 +58,7 @@ class BoardFlusher:
                 log.exception("top-N flush failed; next attempt in %.1fs", self.interval_s)
 
     def flush(self) -> None:
+        started = time.monotonic()
         state = self.store.read_all()
         now = self.clock()
         ranked = top_n(state.counts, self.n)
@@ -63,3 +67,5 @@ class BoardFlusher:
         self._producer.produce(self.topic, key=SNAPSHOT_KEY,
                                value=snapshot_record(self.seq, now, state.processed_orders, ranked))
         self._producer.poll(0)
+        if self.on_flush is not None:
+            self.on_flush(time.monotonic() - started)

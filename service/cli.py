@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -21,11 +22,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def bootstrap_option(fn: F) -> F:
-    return click.option(
+def kafka_options(fn: F) -> F:
+    """--bootstrap and --kafka-config; the command receives the connection as ``conn``."""
+    @functools.wraps(fn)
+    def with_connection(*args: Any, bootstrap: str, kafka_config: Path | None, **kwargs: Any) -> Any:
+        return fn(*args, conn=KafkaConnection.from_file(bootstrap, kafka_config), **kwargs)
+
+    wrapped = click.option(
+        "--kafka-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+        envvar="BREWSTREAM_KAFKA_CONFIG", show_envvar=True,
+        help="librdkafka properties file (SASL/SSL settings) for every Kafka client, Spark's source "
+             "included. Its values are never printed.",
+    )(with_connection)
+    wrapped = click.option(
         "--bootstrap", envvar="KAFKA_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
         show_envvar=True, help="Kafka bootstrap servers (host:port[,host:port…]).",
-    )(fn)
+    )(wrapped)
+    return cast(F, wrapped)
 
 
 def topic_prefix_option(fn: F) -> F:
@@ -35,17 +48,23 @@ def topic_prefix_option(fn: F) -> F:
     )(fn)
 
 
-def connection(bootstrap: str) -> KafkaConnection:
-    return KafkaConnection(bootstrap)
-
-
 @click.group(context_settings=CONTEXT)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True, help="Log level of brewstream's own messages.")
-def cli(log_level: str) -> None:
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per log line, batch figures as fields.")
+def cli(log_level: str, log_format: str) -> None:
     """brewstream: exact stateful drink counts over Kafka with Spark and RocksDB."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                                           rename_fields={"asctime": "time", "levelname": "level",
+                                                          "name": "logger"}))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
 
 
 # ---------------------------------------------------------------- sandbox
@@ -99,43 +118,43 @@ def topics() -> None:
 
 
 @topics.command("create", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions of each topic.")
 @click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replicas of each partition.")
-def topics_create(bootstrap: str, topic_prefix: str, partitions: int, replication_factor: int) -> None:
+def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int) -> None:
     """Create all topics; one that already exists is fine. The changelog is compacted."""
     from topics.admin import create_topics
     from topics.catalog import Topics
 
-    for name, outcome in create_topics(connection(bootstrap), partitions, replication_factor,
+    for name, outcome in create_topics(conn, partitions, replication_factor,
                                        Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
 
 
 @topics.command("delete", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
-def topics_delete(bootstrap: str, topic_prefix: str) -> None:
+def topics_delete(conn: KafkaConnection, topic_prefix: str) -> None:
     """Delete all topics (their data is gone)."""
     from topics.admin import delete_topics
     from topics.catalog import Topics
 
-    for name, outcome in delete_topics(connection(bootstrap), Topics(topic_prefix)):
+    for name, outcome in delete_topics(conn, Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
 
 
 @topics.command("describe", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
-def topics_describe(bootstrap: str, topic_prefix: str) -> None:
+def topics_describe(conn: KafkaConnection, topic_prefix: str) -> None:
     """Partitions, replication factor and non-default configs of each topic."""
     from topics.admin import describe_topics
     from topics.catalog import Topics
 
-    for item in describe_topics(connection(bootstrap), Topics(topic_prefix)):
+    for item in describe_topics(conn, Topics(topic_prefix)):
         if isinstance(item, str):
             click.echo(f"{item}  absent")
             continue
@@ -147,7 +166,7 @@ def topics_describe(bootstrap: str, topic_prefix: str) -> None:
 # ---------------------------------------------------------------- seed-orders
 
 @cli.command("seed-orders", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Stop after this many orders.  [default: run until Ctrl+C]")
@@ -158,14 +177,13 @@ def topics_describe(bootstrap: str, topic_prefix: str) -> None:
 @click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Produce this JSON-lines file verbatim, one record a line.")
 @click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
-def seed_orders(bootstrap: str, topic_prefix: str, count: int | None, rate: float, burst: int,
+def seed_orders(conn: KafkaConnection, topic_prefix: str, count: int | None, rate: float, burst: int,
                 file_: Path | None, seed: int | None) -> int:
     """Produce Brew orders to brew.orders.v1 (keyed by shop_id)."""
     from topics.catalog import Topics
     from topics.feed import file_records, generated_records, produce
 
     orders_topic = Topics(topic_prefix).orders
-    conn = connection(bootstrap)
     require_broker(conn)
     records = file_records(file_) if file_ else generated_records(seed)
     stop = _stop_on_signals()
@@ -205,7 +223,7 @@ def pipeline_options(name: str) -> Callable[[F], F]:
     """The flags every pipeline shares; ``name`` picks the default folders."""
     def decorate(fn: F) -> F:
         for opt in reversed([
-            bootstrap_option,
+            kafka_options,
             topic_prefix_option,
             state_dir_option(f"state/{name}"),
             click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -223,20 +241,24 @@ def pipeline_options(name: str) -> Callable[[F], F]:
             click.option("--instance", default=None,
                          help="Instance name in the changelog's transactional.id.  "
                               "[default: state dir name + path hash]"),
+            click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+                         help="Serve Prometheus metrics on this port.  [default: off]"),
+            click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                         help="Address the metrics server binds to."),
         ]):
             fn = opt(fn)
         return fn
     return decorate
 
 
-def run_config(bootstrap: str, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
+def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
                max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
-               instance: str | None) -> Any:
+               instance: str | None, metrics_port: int | None, metrics_host: str) -> Any:
     from service.runner import RunConfig
     from topics.catalog import Topics
 
-    return RunConfig(connection(bootstrap), state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
-                     available_now, master, auto_restore, instance, Topics(topic_prefix))
+    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
+                     available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -296,12 +318,12 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
     if print_s <= 0:
         raise click.BadParameter("--print must be above 0")
     cfg = WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit == "early", int(window_s * ns),
-                        2 * print_windows)
+                        print_windows)
     return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
 
 
 @cli.command("events", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @click.option("--rate", type=DURATION, default="50ms", show_default=True, help="Interval between events.")
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Stop after this many events.")
@@ -313,7 +335,7 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
               help="Share of events from an offline till, lagging much more.")
 @click.option("--late-lag-min", type=DURATION, default="90s", show_default=True, help="Least lag of those.")
 @click.option("--late-lag-max", type=DURATION, default="240s", show_default=True, help="Most lag of those.")
-def events_cmd(bootstrap: str, topic_prefix: str, rate: float, count: int | None, seed: int | None, shops: int,
+def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int | None, seed: int | None, shops: int,
                event_lag_max: float, late_prob: float, late_lag_min: float, late_lag_max: float) -> int:
     """Produce order events with an event-time header to brew.order-events.v1 (seed 01's generator)."""
     import time
@@ -322,7 +344,6 @@ def events_cmd(bootstrap: str, topic_prefix: str, rate: float, count: int | None
     from topics.events_gen import EventGenerator, EventsConfig
     from topics.feed import Record, produce
 
-    conn = connection(bootstrap)
     require_broker(conn)
     topic = Topics(topic_prefix).events
     ns = 10**9
@@ -350,13 +371,13 @@ def events_cmd(bootstrap: str, topic_prefix: str, rate: float, count: int | None
 
 
 @cli.command("restore", context_settings=CONTEXT)
-@bootstrap_option
+@kafka_options
 @topic_prefix_option
 @click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]), default="drink-count",
               show_default=True, help="Which store to rebuild (its changelog and default state dir).")
 @state_dir_option(None)
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
-def restore_cmd(bootstrap: str, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool) -> None:
+def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool) -> None:
     """Rebuild a store from its changelog, up to the end offsets."""
     from restorer.progress import RestoreProgress
     from restorer.reader import apply_changelog, check_count
@@ -364,7 +385,6 @@ def restore_cmd(bootstrap: str, topic_prefix: str, store_name: str, state_dir: P
     from service.windows.state import check_value as check_window
     from topics.catalog import Topics
 
-    conn = connection(bootstrap)
     require_broker(conn)
     topics = Topics(topic_prefix)
     changelog, check = ((topics.changelog, check_count) if store_name == "drink-count"
@@ -406,6 +426,45 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
                f"next offsets: {offsets or '(none)'}")
 
 
+@cli.command("status", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]), default="drink-count",
+              show_default=True, help="Which pipeline's store to look at.")
+@state_dir_option(None)
+@click.option("--max-lag", type=click.IntRange(min=0), default=None,
+              help="Exit 3 when the total input lag is above this (a health check).")
+@click.option("--max-batch-age", type=DURATION, default=None,
+              help="Exit 3 when the last committed batch is older than this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, max_lag: int | None,
+               max_batch_age: float | None, as_json: bool) -> int:
+    """Stored offsets, end offsets and lag of a store; exit 3 past --max-lag or --max-batch-age."""
+    import time
+
+    import orjson
+
+    from service.status import read_status, status_text
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    topics = Topics(topic_prefix)
+    status = read_status(conn, state_dir or Path("state") / store_name,
+                         topics.orders if store_name == "drink-count" else topics.events)
+    now = time.time()
+    click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
+    problems = []
+    if max_lag is not None and status.lag > max_lag:
+        problems.append(f"lag {status.lag} is above --max-lag {max_lag}")
+    age = status.batch_age_s(now)
+    if max_batch_age is not None and (age is None or age > max_batch_age):
+        problems.append("no batch committed yet" if age is None else
+                        f"last batch {age:.0f}s ago is older than --max-batch-age {format_duration(max_batch_age)}")
+    for problem in problems:
+        click.echo(f"unhealthy: {problem}", err=True)
+    return 3 if problems else 0
+
+
 # ---------------------------------------------------------------- drills
 
 @cli.group(context_settings=CONTEXT)
@@ -415,7 +474,7 @@ def drill() -> None:
 
 def drill_options(fn: F) -> F:
     for opt in reversed([
-        bootstrap_option,
+        kafka_options,
         click.option("--orders", type=click.IntRange(min=100), default=20_000, show_default=True,
                      help="Orders to feed (about 1% of them malformed)."),
         click.option("--kills", type=click.IntRange(min=1), default=5, show_default=True,
@@ -434,11 +493,11 @@ def drill_options(fn: F) -> F:
     return fn
 
 
-def _drill(mode: str, bootstrap: str, orders: int, kills: int, seed: int, max_kill_delay: float,
+def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
            feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
     from service.drill import DrillConfig, run_drill
 
-    result = run_drill(DrillConfig(connection(bootstrap), mode, orders, kills, seed, work_dir, max_kill_delay,
+    result = run_drill(DrillConfig(conn, mode, orders, kills, seed, work_dir, max_kill_delay,
                                    feed_time, keep_topics=keep_topics))
     return 0 if result.exact else 3
 

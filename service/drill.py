@@ -169,7 +169,7 @@ class _Daemon:
     def __init__(self, cfg: DrillConfig, topics: Topics, state: Path, checkpoint: Path, log: Path,
                  env: dict[str, str]) -> None:
         self.log = log
-        args = [sys.executable, "-m", "service.cli", "run", "--bootstrap", cfg.conn.bootstrap,
+        args = [sys.executable, "-m", "service.cli", "run", *cfg.conn.cli_args(),
                 "--topic-prefix", topics.prefix, "--state-dir", str(state), "--checkpoint-dir", str(checkpoint),
                 "--trigger", "200ms", "--flush", "2s",
                 "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger)]

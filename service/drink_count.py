@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.board import BoardFlusher
+from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
 from service.sink import BatchReport, DrinkCountSink
 
@@ -30,9 +32,11 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
     return Pipeline(
         name="drink-count", input_topic=t.orders, changelog_topic=t.changelog, dlq_topic=t.dlq,
         output_topics=(t.counts,),
-        make_sink=lambda store, changelog, faults: DrinkCountSink(store, changelog, t.orders, t.dlq, faults,
-                                                                  on_batch=log_batch),
-        make_reporter=lambda store, _sink: BoardFlusher(store, cfg.conn, t.counts, board.top_n, board.flush_s),
+        make_sink=lambda store, changelog, faults, metrics: DrinkCountSink(
+            store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics)),
+        make_reporter=lambda store, _sink, metrics: BoardFlusher(
+            store, cfg.conn, t.counts, board.top_n, board.flush_s,
+            on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe),
     )
 
 
@@ -40,6 +44,14 @@ def run(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD, spark: SparkSession 
     return run_pipeline(pipeline(cfg, board), cfg, spark)
 
 
-def log_batch(r: BatchReport) -> None:
+def batch_done(r: BatchReport, metrics: Metrics) -> None:
+    """One log line per batch (structured fields under --log-format json) and the metrics."""
+    fields = {"batch_id": r.batch_id, "seq": r.seq, "orders": r.orders, "bad": r.bad, "drinks": r.drinks_changed,
+              "aggregate_s": round(r.aggregate_s, 4), "changelog_s": round(r.changelog_s, 4),
+              "store_s": round(r.store_s, 4)}
     log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | aggregate %.2fs changelog %.3fs store %.3fs",
-             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.aggregate_s, r.changelog_s, r.store_s)
+             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.aggregate_s, r.changelog_s, r.store_s,
+             extra=fields)
+    metrics.orders.labels(metrics.pipeline).inc(r.orders)
+    metrics.batch_committed(time.time(), r.orders + r.bad, r.bad_reasons, r.changelog_records,
+                            {"aggregate": r.aggregate_s, "changelog": r.changelog_s, "store": r.store_s})

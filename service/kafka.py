@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from service.errors import BrewError
+from service.kafka_config import java_options, librdkafka_properties, load_properties
 
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
@@ -30,10 +32,19 @@ _READER = {"group.id": "brewstream-reader", "enable.auto.commit": False}
 @dataclass(frozen=True)
 class KafkaConnection:
     bootstrap: str = DEFAULT_BOOTSTRAP
-    properties: Mapping[str, str] = field(default_factory=dict)
+    # Raw --kafka-config properties: secrets, so kept out of repr and thus out of logs.
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    config_file: Path | None = None  # handed on to child processes (drills)
+
+    @classmethod
+    def from_file(cls, bootstrap: str, config_file: Path | None) -> KafkaConnection:
+        if config_file is None:
+            return cls(bootstrap)
+        return cls(bootstrap, load_properties(config_file), config_file)
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {**_QUIET, **self.properties, **(overrides or {}), "bootstrap.servers": self.bootstrap}
+        return {**_QUIET, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
+                "bootstrap.servers": self.bootstrap}
 
     def admin(self) -> AdminClient:
         return AdminClient(self.config())
@@ -46,9 +57,14 @@ class KafkaConnection:
 
     def spark_options(self) -> dict[str, str]:
         """The same settings as options for Spark's Kafka source (``kafka.`` prefixed)."""
-        opts = {f"kafka.{k}": str(v) for k, v in self.properties.items()}
+        opts = {f"kafka.{k}": v for k, v in java_options(dict(self.properties)).items()}
         opts["kafka.bootstrap.servers"] = self.bootstrap
         return opts
+
+    def cli_args(self) -> list[str]:
+        """The flags that give a child ``brewstream`` process this same connection."""
+        args = ["--bootstrap", self.bootstrap]
+        return args + (["--kafka-config", str(self.config_file)] if self.config_file else [])
 
 
 def admin_client(bootstrap: str) -> AdminClient:

@@ -22,11 +22,13 @@ from restorer.progress import RestoreProgress
 from restorer.reader import ChangelogBehindStore, ValueCheck, apply_changelog, check_count, pending
 from service.changelog import ChangelogWriter
 from service.codec import (
+    LAST_BATCH_MS,
     Entry,
     commit_prefix,
     decode_entries,
     encode_u64,
     is_local,
+    meta_key,
     offset_key,
     offset_prefix,
     position_key,
@@ -34,6 +36,7 @@ from service.codec import (
 from service.errors import BrewError, SinkClosed
 from service.faults import FaultPlan, kill_process_and
 from service.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
+from service.metrics import Metrics, MetricsRefresher
 from service.start_point import StartPoint, checkpoint_resume_offsets, choose_start
 from service.store import StateDir, Store
 from topics.catalog import DEFAULT_TOPICS, Topics
@@ -59,6 +62,8 @@ class RunConfig:
     auto_restore: bool = True
     instance: str | None = None
     topics: Topics = DEFAULT_TOPICS
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
 
 
 class BatchSink(Protocol):
@@ -84,8 +89,8 @@ class Pipeline:
     changelog_topic: str
     dlq_topic: str
     output_topics: tuple[str, ...]
-    make_sink: Callable[[Store, ChangelogWriter, FaultPlan], BatchSink]
-    make_reporter: Callable[[Store, BatchSink], Reporter]
+    make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics], BatchSink]
+    make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)
     check_value: ValueCheck = check_count
@@ -108,11 +113,27 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     for topic in (p.dlq_topic, *p.output_topics):
         partitions_of(conn, topic)
 
+    metrics = Metrics(p.name)
+    if cfg.metrics_port is not None:
+        metrics.serve(cfg.metrics_host, cfg.metrics_port)
+    try:
+        failure = _run_locked(p, cfg, spark, metrics, input_partitions, changelog_partitions)
+    finally:
+        metrics.stop_serving()
+    if failure:
+        raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, "
+                        "start it again to continue")
+    return 0
+
+
+def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics,
+                input_partitions: list[int], changelog_partitions: list[int]) -> str | None:
+    conn = cfg.conn
     with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
         changelog = ChangelogWriter(conn, p.changelog_topic, transactional_id(p.name, cfg.state_dir, cfg.instance),
                                     changelog_partitions)
         changelog.start()
-        bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value)
+        bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value, metrics)
         if p.start_when_empty == "latest":
             _pin_latest(conn, store, changelog, p.input_topic, input_partitions)
         start = _start_point(conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
@@ -123,27 +144,33 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         if spark is None:
             from service.spark_session import build_session
             spark = build_session(cfg.master, f"brewstream-{p.name}")
-        sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))))
-        reporter = p.make_reporter(store, sink)
+        sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics)
+        reporter = p.make_reporter(store, sink, metrics)
+        last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
+        if last is not None:
+            metrics.last_batch_at(last / 1000)
+        refresher = MetricsRefresher(metrics, conn, store, p.input_topic) if cfg.metrics_port is not None else None
         try:
             query = _start_query(spark, p, cfg, sink, start)
             reporter.start()
+            if refresher is not None:
+                refresher.start()
             failure = _wait(query)
             sink.close()  # lets a batch in flight finish; later ones are refused
             query.stop()
             reporter.stop(final_flush=True)
+            if refresher is not None:
+                refresher.stop()
         finally:
             changelog.close()
             if own_spark:
                 spark.stop()
-    if failure:
-        raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, "
-                        "start it again to continue")
-    return 0
+    return failure
 
 
 def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
-                           auto_restore: bool, check_value: ValueCheck = check_count) -> None:
+                           auto_restore: bool, check_value: ValueCheck = check_count,
+                           metrics: Metrics | None = None) -> None:
     """Apply what the changelog holds beyond the store: everything after a disk loss, the
     last batch after a crash between the two commits, nothing in the common case."""
     topic = changelog.topic
@@ -159,6 +186,8 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
         # Usually only the last transaction's commit marker lies beyond the store's
         # position; records here mean the last run stopped between the two commits.
         result = apply_changelog(conn, topic, store, check_value=check_value)
+        if metrics is not None:
+            metrics.restore_records.labels(metrics.pipeline).inc(result.records)
         if result.records:
             log.info("caught up the store with %d changelog records its last run committed but did not "
                      "store", result.records)
@@ -168,7 +197,14 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
                         "`brewstream restore` or drop --no-auto-restore")
     log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", topic, todo)
     with RestoreProgress("restore") as progress:
-        result = apply_changelog(conn, topic, store, on_progress=progress.update, check_value=check_value)
+        def report(partition: int, start: int, position: int, end: int) -> None:
+            progress.update(partition, start, position, end)
+            if metrics is not None:
+                metrics.restore_progress(partition, start, position, end)
+
+        result = apply_changelog(conn, topic, store, on_progress=report, check_value=check_value)
+    if metrics is not None:
+        metrics.restore_records.labels(metrics.pipeline).inc(result.records)
     log.info(result.summary())
 
 

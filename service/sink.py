@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,11 +48,16 @@ class BatchReport:
     batch_id: int
     seq: int
     orders: int
-    bad: int
+    bad_reasons: dict[str, int]
     drinks_changed: int
+    changelog_records: int
     aggregate_s: float
     changelog_s: float
     store_s: float
+
+    @property
+    def bad(self) -> int:
+        return sum(self.bad_reasons.values())
 
 
 class DrinkCountSink:
@@ -104,8 +110,8 @@ class DrinkCountSink:
 
         # 5. Returning lets Spark commit its checkpoint.
         if self.on_batch is not None:
-            self.on_batch(BatchReport(batch_id, seq, agg.good_orders, len(agg.bad), len(agg.deltas),
-                                      t1 - t0, t2 - t1, t3 - t2))
+            self.on_batch(BatchReport(batch_id, seq, agg.good_orders, Counter(b.reason for b in agg.bad),
+                                      len(agg.deltas), len(entries), t1 - t0, t2 - t1, t3 - t2))
 
     def _entries(self, agg: BatchAggregate, seq: int) -> list[Entry]:
         """Absolute new values for everything the batch changes (the seed's overlay)."""

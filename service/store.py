@@ -125,6 +125,10 @@ class Store:
     def read_all(self) -> StoreState:
         return decode_entries(self.items())
 
+    def key_count(self) -> int:
+        with self._lock:
+            return sum(1 for _ in self._db.keys())  # noqa: SIM118 - iterating Rdict itself fails in raw mode
+
     def is_empty(self) -> bool:
         with self._lock:
             it = self._db.iter()

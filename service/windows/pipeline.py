@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink
@@ -34,10 +36,10 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
     return Pipeline(
         name="windows", input_topic=t.events, changelog_topic=t.windows_changelog, dlq_topic=t.dlq,
         output_topics=(t.windows, t.late_events),
-        make_sink=lambda store, changelog, faults: WindowsSink(store, changelog, t, windows, faults,
-                                                               on_batch=log_batch),
-        make_reporter=lambda store, sink: WindowsReporter(store, cast(WindowsSink, sink).tick, table.print_s,
-                                                          table.rows, windows.table_ns),
+        make_sink=lambda store, changelog, faults, metrics: WindowsSink(
+            store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics)),
+        make_reporter=lambda store, sink, _metrics: WindowsReporter(
+            store, cast(WindowsSink, sink).tick, table.print_s, table.rows, windows.table_ns),
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
         check_value=check_value,
@@ -49,8 +51,24 @@ def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TAB
     return run_pipeline(pipeline(cfg, windows, table, start_from), cfg, spark)
 
 
-def log_batch(r: WindowsReport) -> None:
+def batch_done(r: WindowsReport, metrics: Metrics) -> None:
+    """One log line per batch (structured fields under --log-format json) and the metrics."""
     what = f"batch {r.batch_id}" if r.batch_id is not None else "idle step"
+    bad, results = sum(r.bad_reasons.values()), sum(r.results.values())
+    wm = iso(r.watermark) if r.watermark is not None else "-"
+    fields = {"batch_id": r.batch_id, "seq": r.seq, "events": r.events, "late": r.late, "bad": bad,
+              "results": results, "watermark": wm, "open_windows": r.open_windows,
+              "aggregate_s": round(r.aggregate_s, 4), "changelog_s": round(r.changelog_s, 4),
+              "store_s": round(r.store_s, 4)}
     log.info("%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | aggregate %.2fs changelog %.3fs "
-             "store %.3fs", what, r.seq, r.events, r.late, r.bad, r.results,
-             iso(r.watermark) if r.watermark is not None else "-", r.aggregate_s, r.changelog_s, r.store_s)
+             "store %.3fs", what, r.seq, r.events, r.late, bad, results, wm, r.aggregate_s, r.changelog_s,
+             r.store_s, extra=fields)
+    p = metrics.pipeline
+    metrics.batch_committed(time.time(), r.events, r.bad_reasons, r.changelog_records,
+                            {"aggregate": r.aggregate_s, "changelog": r.changelog_s, "store": r.store_s})
+    metrics.late_events.labels(p).inc(r.late)
+    for emit, n in r.results.items():
+        metrics.window_results.labels(p, emit).inc(n)
+    metrics.open_windows.labels(p).set(r.open_windows)
+    if r.watermark is not None:
+        metrics.watermark.labels(p).set(r.watermark / 1e9)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.changelog import ChangelogWriter, dlq_records
-from service.codec import commit_prefix, decode_entries, encode_u64, meta_key, position_key
+from service.codec import LAST_BATCH_MS, commit_prefix, decode_entries, encode_u64, meta_key, position_key
 from service.errors import BrewError, SinkClosed
 from service.faults import FaultPlan
 from service.store import Store
@@ -41,9 +42,11 @@ class WindowsReport:
     seq: int
     events: int
     late: int
-    bad: int
-    results: int
+    bad_reasons: dict[str, int]
+    results: dict[str, int]  # by emit kind
     watermark: int | None
+    open_windows: int
+    changelog_records: int
     aggregate_s: float
     changelog_s: float
     store_s: float
@@ -114,6 +117,7 @@ class WindowsSink:
         t1 = time.monotonic()
         seq = self._seq + 1
         entries = list(result.entries)
+        entries.append((meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000))))
         if state.reserved.meta.get(SPEC) is None:
             entries.append((meta_key(SPEC), encode_u64(self._fingerprint)))
         entries += self.changelog.commit_markers(seq)
@@ -132,6 +136,7 @@ class WindowsSink:
         self.faults.reached("after-store-commit")
         self._seq = seq
         if self.on_batch is not None:
-            self.on_batch(WindowsReport(batch_id, seq, batch.total, len(result.late), len(batch.bad),
-                                        len(result.results), result.watermark, aggregate_s, t2 - t1,
-                                        time.monotonic() - t2))
+            self.on_batch(WindowsReport(
+                batch_id, seq, batch.total, len(result.late), Counter(b.reason for b in batch.bad),
+                Counter(r.emit for r in result.results), result.watermark, result.open_windows, len(entries),
+                aggregate_s, t2 - t1, time.monotonic() - t2))

@@ -48,7 +48,7 @@ class WindowsConfig:
     idle_timeout_ms: int = 30_000
     emit_early: bool = False
     table_ns: int = 60 * 10**9
-    table_keep: int = 16
+    table_keep: int = 8  # windows kept for the printed table: the ones it shows
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class StepResult:
     results: list[WindowResult] = field(default_factory=list)
     late: list[tuple[RawRecord, WindowAgg]] = field(default_factory=list)
     watermark: int | None = None
+    open_windows: int = 0
 
     @property
     def changes_anything(self) -> bool:
@@ -116,14 +117,16 @@ def step(state: WindowsState, batch: WindowBatch, wm_start: int | None, now_ms: 
             dirty.add(key)
         elif cfg.emit_early and w.early_emitted and key in dirty:
             out.results.append(WindowResult(w, REVISION))
+    out.open_windows = len(windows) - len(deleted & windows.keys())
     out.entries += [encode_window(windows[k]) for k in sorted(dirty)]
     out.entries += [(k, None) for k in sorted(deleted) if k in state.windows]
 
     # The printed table, trimmed to its last windows; counters; input offsets.
     now_window = now_ms * 10**6 - (now_ms * 10**6) % cfg.table_ns
+    keep_from = now_window - (cfg.table_keep - 1) * cfg.table_ns
     by_processing = {now_window: batch.total} if batch.total else {}
-    out.entries += _table(BY_EVENT, state.by_event, batch.table, cfg)
-    out.entries += _table(BY_PROCESSING, state.by_processing, by_processing, cfg)
+    out.entries += _table(BY_EVENT, state.by_event, batch.table, keep_from)
+    out.entries += _table(BY_PROCESSING, state.by_processing, by_processing, keep_from)
     counters = {TOTAL: batch.total, LATE: len(out.late), NO_HEADER: batch.no_header, BAD: len(batch.bad)}
     out.entries += [(meta_key(name), encode_u64(state.counter(name) + n)) for name, n in counters.items() if n]
     if out.watermark is not None and out.watermark != state.watermark_ns:
@@ -159,14 +162,9 @@ def _fold_sessions(shop: str, minis: list[Session], windows: dict[bytes, WindowA
         dirty.add(key)
 
 
-def _table(which: bytes, stored: dict[int, int], added: dict[int, int], cfg: WindowsConfig) -> list[Entry]:
-    if not added:
-        return []
-    merged = dict(stored)
-    for start, n in added.items():
-        merged[start] = merged.get(start, 0) + n
-    newest = max(merged)
-    keep_from = newest - (cfg.table_keep - 1) * cfg.table_ns
-    entries: list[Entry] = [(table_key(which, s), encode_u64(merged[s])) for s in sorted(added) if s >= keep_from]
+def _table(which: bytes, stored: dict[int, int], added: dict[int, int], keep_from: int) -> list[Entry]:
+    """The table's counts for the windows it still shows; older ones are deleted."""
+    entries: list[Entry] = [(table_key(which, s), encode_u64(stored.get(s, 0) + n))
+                            for s, n in sorted(added.items()) if s >= keep_from]
     entries += [(table_key(which, s), None) for s in sorted(stored) if s < keep_from]
     return entries

@@ -1,0 +1,91 @@
+"""Kafka client settings from a properties file, for librdkafka and for Spark's source (pure).
+
+The file holds librdkafka properties (``security.protocol=SASL_SSL``,
+``sasl.mechanisms=SCRAM-SHA-512``, ``sasl.username``, ``sasl.password``,
+``ssl.ca.location`` …). Every confluent-kafka client takes them as they are; Spark's
+source is a Java client, so the common security settings are translated to their Java
+names, and lines starting with ``java.`` go to Spark only (prefix removed) for
+anything without a translation. Values are never printed: messages name keys only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.errors import BrewError
+
+JAVA_PREFIX = "java."
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    """``key=value`` (or ``key: value``) lines; ``#`` and ``!`` start comments."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BrewError(f"cannot read the Kafka config {path}: {exc.strerror}") from None
+    props: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise BrewError(f"line {n} of {path} is not key=value")
+        props[line[:sep].strip()] = line[sep + 1:].strip()
+    if "bootstrap.servers" in props:
+        raise BrewError(f"{path} sets bootstrap.servers; pass it with --bootstrap instead")
+    return props
+
+
+def librdkafka_properties(props: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in props.items() if not k.startswith(JAVA_PREFIX)}
+
+
+def java_options(props: dict[str, str]) -> dict[str, str]:
+    """The same settings as Java client properties (Spark adds the ``kafka.`` prefix)."""
+    out: dict[str, str] = {}
+    if "security.protocol" in props:
+        out["security.protocol"] = props["security.protocol"].upper()
+    mechanism = (props.get("sasl.mechanisms") or props.get("sasl.mechanism") or "").upper()
+    if mechanism:
+        out["sasl.mechanism"] = mechanism
+    if "sasl.username" in props or "sasl.password" in props:
+        module = _LOGIN_MODULES.get(mechanism or "PLAIN")
+        if module is None:
+            raise BrewError(f"sasl.mechanisms={mechanism} has no translation for Spark's source; "
+                            "add a java.sasl.jaas.config line")
+        user, password = _quoted(props.get("sasl.username", "")), _quoted(props.get("sasl.password", ""))
+        out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "ssl.ca.location" in props:
+        out["ssl.truststore.type"] = "PEM"
+        out["ssl.truststore.location"] = props["ssl.ca.location"]
+    if "ssl.certificate.location" in props and "ssl.key.location" in props:
+        # Java reads a PEM key store inline: the chain and the key as text.
+        out["ssl.keystore.type"] = "PEM"
+        out["ssl.keystore.certificate.chain"] = _read(props["ssl.certificate.location"], "ssl.certificate.location")
+        out["ssl.keystore.key"] = _read(props["ssl.key.location"], "ssl.key.location")
+    if "ssl.key.password" in props:
+        out["ssl.key.password"] = props["ssl.key.password"]
+    if "ssl.endpoint.identification.algorithm" in props:
+        algo = props["ssl.endpoint.identification.algorithm"]
+        out["ssl.endpoint.identification.algorithm"] = "" if algo.lower() == "none" else algo
+    for key, value in props.items():
+        if key.startswith(JAVA_PREFIX):
+            out[key[len(JAVA_PREFIX):]] = value
+    return out
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _read(path: str, key: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise BrewError(f"cannot read the file named by {key}: {exc.strerror}") from None

@@ -1,0 +1,71 @@
+"""``brewstream status``: how far a store is behind its input, for people and health checks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from service.codec import LAST_BATCH_MS, StoreState, decode_entries, meta_key
+from service.kafka import KafkaConnection, end_offsets, partitions_of
+from service.store import Store
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    partition: int
+    stored: int | None  # next offset the store will apply; None: nothing applied yet
+    end: int
+    lag: int
+
+
+@dataclass(frozen=True)
+class Status:
+    store: Path
+    topic: str
+    partitions: list[PartitionLag]
+    last_batch_ms: int | None
+    batches: int
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    def batch_age_s(self, now: float) -> float | None:
+        return None if self.last_batch_ms is None else now - self.last_batch_ms / 1000
+
+    def as_json(self, now: float) -> dict[str, object]:
+        return {"store": str(self.store), "topic": self.topic, "lag": self.lag, "batches": self.batches,
+                "last_batch_age_s": self.batch_age_s(now),
+                "partitions": [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag}
+                               for p in self.partitions]}
+
+
+def read_status(conn: KafkaConnection, state_dir: Path, topic: str) -> Status:
+    store_path = state_dir / "store"
+    with Store(store_path, read_only=True) as store:
+        reserved: StoreState = decode_entries(e for e in store.items() if e[0].startswith(b"\xff"))
+        last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
+    stored = reserved.next_offsets(topic)
+    consumer = conn.consumer()
+    try:
+        ends = end_offsets(consumer, topic, partitions_of(conn, topic))
+    finally:
+        consumer.close()
+    lags = [PartitionLag(p, stored.get(p), high, max(0, high - stored.get(p, low)))
+            for p, (low, high) in sorted(ends.items())]
+    return Status(store_path, topic, lags, last, max(reserved.commits.values(), default=0))
+
+
+def status_text(s: Status, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    age = s.batch_age_s(now)
+    when = ("never" if s.last_batch_ms is None else
+            f"{datetime.fromtimestamp(s.last_batch_ms / 1000, tz=UTC):%Y-%m-%dT%H:%M:%SZ} ({age:.1f}s ago)")
+    lines = [f"store {s.store}: {s.batches} batches committed, last batch {when}",
+             f"{'PARTITION':<10}{'STORED':>12}{'END':>12}{'LAG':>10}"]
+    lines += [f"{p.partition:<10}{'-' if p.stored is None else p.stored:>12}{p.end:>12}{p.lag:>10}"
+              for p in s.partitions]
+    lines.append(f"total lag on {s.topic}: {s.lag}")
+    return "\n".join(lines)
