@@ -9,19 +9,16 @@ use ``ts``.
 
 from __future__ import annotations
 
-import logging
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
 from service.kafka import KafkaConnection
+from service.periodic import Every
 from service.store import Store
 from service.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
-
-log = logging.getLogger(__name__)
 
 
 class BoardFlusher:
@@ -37,25 +34,16 @@ class BoardFlusher:
         self.on_flush = on_flush
         self.seq = 0
         self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="board-flusher", daemon=True)
+        self._every = Every(interval_s, self.flush, "top-N flush")
 
     def start(self) -> None:
-        self._thread.start()
+        self._every.start()
 
     def stop(self, final_flush: bool = True) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._every.stop()
         if final_flush:
             self.flush()
         self._producer.flush(10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.flush()
-            except Exception:  # the board must not take the daemon down
-                log.exception("top-N flush failed; next attempt in %.1fs", self.interval_s)
 
     def flush(self) -> None:
         started = time.monotonic()

@@ -219,6 +219,11 @@ def state_dir_option(default: str | None) -> Callable[[F], F]:
                              + ("" if default else "  [default: state/<store>]"))
 
 
+def store_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]),
+                        default="drink-count", show_default=True, help=help_text)
+
+
 def pipeline_options(name: str) -> Callable[[F], F]:
     """The flags every pipeline shares; ``name`` picks the default folders."""
     def decorate(fn: F) -> F:
@@ -373,8 +378,7 @@ def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int
 @cli.command("restore", context_settings=CONTEXT)
 @kafka_options
 @topic_prefix_option
-@click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]), default="drink-count",
-              show_default=True, help="Which store to rebuild (its changelog and default state dir).")
+@store_option("Which store to rebuild (its changelog and default state dir).")
 @state_dir_option(None)
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
 def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool) -> None:
@@ -386,9 +390,8 @@ def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state
     from topics.catalog import Topics
 
     require_broker(conn)
-    topics = Topics(topic_prefix)
-    changelog, check = ((topics.changelog, check_count) if store_name == "drink-count"
-                        else (topics.windows_changelog, check_window))
+    _, changelog = Topics(topic_prefix).of_store(store_name)
+    check = check_count if store_name == "drink-count" else check_window
     with StateDir(state_dir or Path("state") / store_name) as sd:
         if clean:
             sd.remove_store()
@@ -429,8 +432,7 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
 @cli.command("status", context_settings=CONTEXT)
 @kafka_options
 @topic_prefix_option
-@click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]), default="drink-count",
-              show_default=True, help="Which pipeline's store to look at.")
+@store_option("Which pipeline's store to look at.")
 @state_dir_option(None)
 @click.option("--max-lag", type=click.IntRange(min=0), default=None,
               help="Exit 3 when the total input lag is above this (a health check).")
@@ -448,9 +450,7 @@ def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_
     from topics.catalog import Topics
 
     require_broker(conn)
-    topics = Topics(topic_prefix)
-    status = read_status(conn, state_dir or Path("state") / store_name,
-                         topics.orders if store_name == "drink-count" else topics.events)
+    status = read_status(conn, state_dir or Path("state") / store_name, Topics(topic_prefix).of_store(store_name)[0])
     now = time.time()
     click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
     problems = []

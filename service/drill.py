@@ -134,7 +134,9 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
             how = _kill_kind(n, rng)
             env = {FAULT_ENV: f"{how}@{rng.randint(1, 3)}"} if how in POINTS else {}
             daemon = _Daemon(cfg, topics, state, checkpoint, work / f"daemon-{n}.log", env)
-            after = daemon.run_until_killed(how, rng, cfg.max_kill_delay_s, feeding=feeder.is_alive)
+            after = daemon.run_until_killed(
+                how, rng, cfg.max_kill_delay_s,
+                idle=lambda: not feeder.is_alive() and _drained(cfg.conn, topics.orders, state))
             kill = Kill(n, how if how in POINTS else "SIGKILL at random", after, _processed(state), action)
             result.kills.append(kill)
             say(f"  kill {n}: {kill.how:<24} {kill.after:<22} processed={kill.processed:<7} "
@@ -178,7 +180,7 @@ class _Daemon:
                                          start_new_session=True)
         self.started = time.monotonic()
 
-    def run_until_killed(self, how: str, rng: random.Random, max_delay: float, feeding: Callable[[], bool]) -> str:
+    def run_until_killed(self, how: str, rng: random.Random, max_delay: float, idle: Callable[[], bool]) -> str:
         if how in POINTS:
             # The fault point kills the process group's Python and JVM itself.
             self._wait_exit(FIRST_BATCH_TIMEOUT_S + 60, "to reach its fault point")
@@ -188,7 +190,7 @@ class _Daemon:
             if self._alive_for(delay):
                 self._kill()
             return f"{delay:.1f}s after start"
-        anchor = self._wait_for_batch(feeding)
+        anchor = self._wait_for_batch(idle)
         delay = rng.uniform(0.0, max_delay)
         self._alive_for(delay)
         self._kill()
@@ -207,16 +209,19 @@ class _Daemon:
         if self.proc.wait(120) != 0:
             raise BrewError(f"the daemon exited with {self.proc.returncode} on SIGTERM; see {self.log}")
 
-    def _wait_for_batch(self, feeding: Callable[[], bool]) -> str:
-        """Wait for the first batch of this run; once the feed is over there may be none to
-        wait for, and a query that has started is killed as it idles."""
+    def _wait_for_batch(self, idle: Callable[[], bool]) -> str:
+        """Wait for the first batch of this run; once everything fed is counted there is
+        none to wait for, and a query that has started is killed as it idles."""
         deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
+        next_idle_check = 0.0
         while True:
             text = self.log.read_bytes()
             if b"INFO batch " in text:
                 return "1st batch"
-            if not feeding() and b"drink-count: input=" in text:
-                return "start, idle"
+            if b"drink-count: input=" in text and time.monotonic() >= next_idle_check:
+                next_idle_check = time.monotonic() + 2.0  # opens the store and asks Kafka
+                if idle():
+                    return "start, idle"
             if self.proc.poll() is not None:
                 raise BrewError(f"the daemon exited with {self.proc.returncode} before its first batch; "
                                 f"see {self.log}")

@@ -1,8 +1,8 @@
 """Prometheus metrics of a running pipeline, served on --metrics-port when asked.
 
 Batch counters and durations come from the sinks' batch reports; gauges that need a
-look outside the batch path (input lag, store size) are refreshed by a small thread
-every few seconds, so scrapes never touch Kafka or RocksDB themselves.
+look outside the batch path (input lag, store size) are refreshed every two seconds on
+a thread of their own, so scrapes never touch Kafka or RocksDB themselves.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from service.codec import decode_entries, offset_prefix
 from service.errors import BrewError
 from service.kafka import KafkaConnection, end_offsets, partitions_of
+from service.periodic import Every
 from service.store import Store
 
 log = logging.getLogger(__name__)
 
-REFRESH_S = 5.0
+REFRESH_S = 2.0
 _PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _ITEM = re.compile(r"^item \d+: ")
 _NUMBER = re.compile(r"-?\d+")
@@ -116,42 +116,29 @@ class MetricsRefresher:
     """Keeps the input lag and store size gauges fresh on a thread of their own."""
 
     def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Store, input_topic: str,
-                 interval_s: float = REFRESH_S, extra: Callable[[], None] | None = None) -> None:
+                 interval_s: float = REFRESH_S) -> None:
         self.metrics, self.conn, self.store, self.topic = metrics, conn, store, input_topic
-        self.interval_s, self.extra = interval_s, extra
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="metrics-refresher", daemon=True)
+        self._consumer: Consumer | None = None
+        self._every = Every(interval_s, self.refresh, "metrics refresh")
 
     def start(self) -> None:
-        self._thread.start()
+        self._every.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._every.stop()
+        if self._consumer is not None:
+            self._consumer.close()
 
-    def _loop(self) -> None:
-        consumer = self.conn.consumer()
-        try:
-            while True:
-                try:
-                    self.refresh(consumer)
-                except Exception as exc:  # metrics must not take the daemon down
-                    log.debug("metrics refresh failed: %s", exc)
-                if self._stop.wait(self.interval_s):
-                    return
-        finally:
-            consumer.close()
-
-    def refresh(self, consumer: Consumer) -> None:
+    def refresh(self) -> None:
+        if self._consumer is None:
+            self._consumer = self.conn.consumer()
         m, p = self.metrics, self.metrics.pipeline
         stored = decode_entries(self.store.scan(offset_prefix(self.topic))).next_offsets(self.topic)
-        ends = end_offsets(consumer, self.topic, partitions_of(self.conn, self.topic))
+        ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
         for partition, (low, high) in ends.items():
             m.input_lag.labels(p, str(partition)).set(max(0, high - stored.get(partition, low)))
         m.store_keys.labels(p).set(self.store.key_count())
         m.store_bytes.labels(p).set(_dir_size(self.store.path))
-        if self.extra is not None:
-            self.extra()
 
 
 def _dir_size(path: Path) -> int:

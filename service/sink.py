@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.aggregate import BatchAggregate, aggregate_batch
-from service.changelog import ChangelogWriter, dlq_records
+from service.changelog import ChangelogWriter, OutputRecord, dlq_records
 from service.codec import (
     BAD_ORDERS,
     LAST_BATCH_MS,
@@ -60,16 +60,15 @@ class BatchReport:
         return sum(self.bad_reasons.values())
 
 
-class DrinkCountSink:
-    def __init__(self, store: Store, changelog: ChangelogWriter, input_topic: str, dlq_topic: str,
-                 faults: FaultPlan, on_batch: Callable[[BatchReport], None] | None = None) -> None:
+class OrderedCommitSink:
+    """What every pipeline's sink shares: one batch at a time, none after ``close``, and
+    steps 3 and 4 in the only safe order, with the fault points between them."""
+
+    def __init__(self, store: Store, changelog: ChangelogWriter, faults: FaultPlan) -> None:
         self.store = store
         self.changelog = changelog
-        self.input_topic = input_topic
-        self.dlq_topic = dlq_topic
         self.faults = faults
-        self.on_batch = on_batch
-        self._seq = max(decode_entries(store.scan(commit_prefix())).commits.values(), default=0)
+        self.seq = max(decode_entries(store.scan(commit_prefix())).commits.values(), default=0)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -85,35 +84,54 @@ class DrinkCountSink:
             self._closed = True
 
     def _apply(self, df: DataFrame, batch_id: int) -> None:
+        raise NotImplementedError
+
+    def _commit(self, entries: list[Entry], outputs: list[OutputRecord]) -> tuple[list[Entry], float, float]:
+        """3. + 4. for one batch: returns the entries committed and the seconds of each step."""
+        t0 = time.monotonic()
+        seq = self.seq + 1
+        entries = entries + self.changelog.commit_markers(seq)
+
+        # 3. Changelog entries and output records: all visible together, or not at all.
+        positions = self.changelog.publish(entries, outputs,
+                                           before_commit=lambda: self.faults.reached("mid-transaction"))
+        self.faults.reached("after-changelog-commit")
+        t1 = time.monotonic()
+
+        # 4. The same entries locally, with how far into the changelog they reach.
+        self.store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()])
+        self.faults.reached("after-store-commit")
+        self.seq = seq
+        return entries, t1 - t0, time.monotonic() - t1
+
+
+class DrinkCountSink(OrderedCommitSink):
+    def __init__(self, store: Store, changelog: ChangelogWriter, input_topic: str, dlq_topic: str,
+                 faults: FaultPlan, on_batch: Callable[[BatchReport], None] | None = None) -> None:
+        super().__init__(store, changelog, faults)
+        self.input_topic = input_topic
+        self.dlq_topic = dlq_topic
+        self.on_batch = on_batch
+
+    def _apply(self, df: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()
         # 1. + 2. Count only what the store has not applied yet.
         applied = decode_entries(self.store.scan(offset_prefix(self.input_topic))).next_offsets(self.input_topic)
         agg = aggregate_batch(df, applied)
         if agg.is_empty:
             return
-        seq = self._seq + 1
-        entries = self._entries(agg, seq)
-        t1 = time.monotonic()
+        aggregate_s = time.monotonic() - t0
 
-        # 3. Changelog, offsets and DLQ: all visible together, or not at all.
-        positions = self.changelog.publish(
-            entries, dlq_records(self.dlq_topic, self.input_topic, agg.bad),
-            before_commit=lambda: self.faults.reached("mid-transaction"))
-        self.faults.reached("after-changelog-commit")
-        t2 = time.monotonic()
-
-        # 4. The same entries locally, with how far into the changelog they reach.
-        self.store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()])
-        self.faults.reached("after-store-commit")
-        self._seq = seq
-        t3 = time.monotonic()
+        # 3. + 4. One transaction, then one WriteBatch.
+        entries, changelog_s, store_s = self._commit(
+            self._entries(agg), dlq_records(self.dlq_topic, self.input_topic, agg.bad))
 
         # 5. Returning lets Spark commit its checkpoint.
         if self.on_batch is not None:
-            self.on_batch(BatchReport(batch_id, seq, agg.good_orders, Counter(b.reason for b in agg.bad),
-                                      len(agg.deltas), len(entries), t1 - t0, t2 - t1, t3 - t2))
+            self.on_batch(BatchReport(batch_id, self.seq, agg.good_orders, Counter(b.reason for b in agg.bad),
+                                      len(agg.deltas), len(entries), aggregate_s, changelog_s, store_s))
 
-    def _entries(self, agg: BatchAggregate, seq: int) -> list[Entry]:
+    def _entries(self, agg: BatchAggregate) -> list[Entry]:
         """Absolute new values for everything the batch changes (the seed's overlay)."""
         keys = [drink_key(d) for d in agg.deltas]
         counters = [meta_key(PROCESSED_ORDERS), meta_key(BAD_ORDERS)]
@@ -127,4 +145,4 @@ class DrinkCountSink:
             (counters[1], encode_u64(current.get(counters[1], 0) + len(agg.bad))),
             (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000))),
         ]
-        return entries + self.changelog.commit_markers(seq)
+        return entries

@@ -81,6 +81,10 @@ class Topics:
     def windows_changelog(self) -> str:
         return self.prefix + WINDOWS_CHANGELOG
 
+    def of_store(self, store: str) -> tuple[str, str]:
+        """(input topic, changelog topic) of the ``drink-count`` or ``windows`` store."""
+        return (self.orders, self.changelog) if store == "drink-count" else (self.events, self.windows_changelog)
+
     def specs(self) -> tuple[TopicSpec, ...]:
         return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config) for s in ALL_TOPICS)
 

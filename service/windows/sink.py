@@ -13,7 +13,6 @@ result is visible exactly once to read_committed consumers, whatever crashes.
 
 from __future__ import annotations
 
-import threading
 import time
 import zlib
 from collections import Counter
@@ -22,9 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.changelog import ChangelogWriter, dlq_records
-from service.codec import LAST_BATCH_MS, commit_prefix, decode_entries, encode_u64, meta_key, position_key
-from service.errors import BrewError, SinkClosed
+from service.codec import LAST_BATCH_MS, encode_u64, meta_key
+from service.errors import BrewError
 from service.faults import FaultPlan
+from service.sink import OrderedCommitSink
 from service.store import Store
 from service.windows.aggregate import WindowBatch, aggregate_events
 from service.windows.output import late_record, result_record
@@ -56,12 +56,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class WindowsSink:
+class WindowsSink(OrderedCommitSink):
     def __init__(self, store: Store, changelog: ChangelogWriter, topics: Topics, cfg: WindowsConfig,
                  faults: FaultPlan, clock_ms: Callable[[], int] = _now_ms,
                  on_batch: Callable[[WindowsReport], None] | None = None) -> None:
-        self.store, self.changelog, self.topics, self.cfg = store, changelog, topics, cfg
-        self.faults, self.clock_ms, self.on_batch = faults, clock_ms, on_batch
+        super().__init__(store, changelog, faults)
+        self.topics, self.cfg, self.clock_ms, self.on_batch = topics, cfg, clock_ms, on_batch
         spec = cfg.spec
         shape = f"{spec.kind}/{spec.size_ns}/{spec.hop_ns}/{spec.gap_ns}/{cfg.table_ns}"
         self._fingerprint = zlib.crc32(shape.encode())
@@ -69,15 +69,6 @@ class WindowsSink:
         if stored is not None and stored != self._fingerprint:
             raise BrewError(f"the state dir {store.path.parent} holds windows of another shape; use the --window, "
                             "--hop and --session-gap it was built with, or another --state-dir")
-        self._seq = max(decode_entries(store.scan(commit_prefix())).commits.values(), default=0)
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        with self._lock:
-            if self._closed:
-                raise SinkClosed(f"shutting down; batch {batch_id} left for the next start")
-            self._apply(df, batch_id)
 
     def tick(self) -> None:
         """Advance the watermark on processing time alone (idle partitions) and close windows."""
@@ -88,12 +79,8 @@ class WindowsSink:
             state = self._state()
             wm = watermark_at(state, now, self.cfg)
             if wm != state.watermark_ns:
-                self._commit(state, step(state, WindowBatch(), wm, now, self.cfg, self.topics.events),
-                             WindowBatch(), None, 0.0)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
+                self._publish(state, step(state, WindowBatch(), wm, now, self.cfg, self.topics.events),
+                              WindowBatch(), None, 0.0)
 
     def _state(self) -> WindowsState:
         return decode_windows_state(self.store.items())
@@ -110,33 +97,22 @@ class WindowsSink:
             return
         # 3. The pure step: fold, advance the watermark, close.
         result = step(state, batch, wm_start, now, self.cfg, self.topics.events)
-        self._commit(state, result, batch, batch_id, time.monotonic() - t0)
+        self._publish(state, result, batch, batch_id, time.monotonic() - t0)
 
-    def _commit(self, state: WindowsState, result: StepResult, batch: WindowBatch, batch_id: int | None,
-                aggregate_s: float) -> None:
-        t1 = time.monotonic()
-        seq = self._seq + 1
-        entries = list(result.entries)
-        entries.append((meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000))))
+    def _publish(self, state: WindowsState, result: StepResult, batch: WindowBatch, batch_id: int | None,
+                 aggregate_s: float) -> None:
+        entries = [*result.entries, (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000)))]
         if state.reserved.meta.get(SPEC) is None:
             entries.append((meta_key(SPEC), encode_u64(self._fingerprint)))
-        entries += self.changelog.commit_markers(seq)
         outputs = [result_record(self.topics.windows, r, result.watermark) for r in result.results]
         outputs += [late_record(self.topics.late_events, raw, w, result.watermark) for raw, w in result.late]
         outputs += dlq_records(self.topics.dlq, self.topics.events, batch.bad)
 
-        # 4. State, results, late events and bad input: one transaction.
-        positions = self.changelog.publish(entries, outputs,
-                                           before_commit=lambda: self.faults.reached("mid-transaction"))
-        self.faults.reached("after-changelog-commit")
-        t2 = time.monotonic()
-
-        # 5. The same entries locally; returning lets Spark commit its checkpoint.
-        self.store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()])
-        self.faults.reached("after-store-commit")
-        self._seq = seq
+        # 4. + 5. State, results, late events and bad input in one transaction, then the
+        # store; returning lets Spark commit its checkpoint.
+        entries, changelog_s, store_s = self._commit(entries, outputs)
         if self.on_batch is not None:
             self.on_batch(WindowsReport(
-                batch_id, seq, batch.total, len(result.late), Counter(b.reason for b in batch.bad),
+                batch_id, self.seq, batch.total, len(result.late), Counter(b.reason for b in batch.bad),
                 Counter(r.emit for r in result.results), result.watermark, result.open_windows, len(entries),
-                aggregate_s, t2 - t1, time.monotonic() - t2))
+                aggregate_s, changelog_s, store_s))

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import sys
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
+from service.periodic import Every
 from service.store import Store
 from service.windows.state import LATE, NO_HEADER, TOTAL, WindowsState, decode_windows_state
-
-log = logging.getLogger(__name__)
 
 
 def table_text(now: datetime, state: WindowsState, rows: int, window_ns: int, state_keys: int) -> str:
@@ -38,25 +35,19 @@ class WindowsReporter:
                  out: TextIO = sys.stdout) -> None:
         self.store, self.tick, self.interval_s = store, tick, interval_s
         self.rows, self.window_ns, self.out = rows, window_ns, out
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="windows-table", daemon=True)
+        self._every = Every(interval_s, self._tick_and_print, "windows table")
 
     def start(self) -> None:
-        self._thread.start()
+        self._every.start()
 
     def stop(self, final_flush: bool = True) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._every.stop()
         if final_flush:
             self.print_table()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.tick()
-                self.print_table()
-            except Exception:  # the table must not take the daemon down
-                log.exception("windows table failed; next attempt in %.1fs", self.interval_s)
+    def _tick_and_print(self) -> None:
+        self.tick()
+        self.print_table()
 
     def print_table(self) -> None:
         entries = list(self.store.items())

@@ -1,0 +1,34 @@
+"""A call repeated on a daemon thread: the board, the windows table, the metrics refresher."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Every:
+    """Runs ``fn`` every ``interval_s`` until stopped. A failing call is logged and the next
+    one still comes: what runs here must never take the daemon down."""
+
+    def __init__(self, interval_s: float, fn: Callable[[], None], name: str) -> None:
+        self.interval_s, self.fn, self.name = interval_s, fn, name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.fn()
+            except Exception:
+                log.exception("%s failed; next attempt in %.1fs", self.name, self.interval_s)
