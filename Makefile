@@ -6,8 +6,10 @@ BREW := $(VENV)/bin/brewstream
 JARS := .cache/jars
 MVN := mvn -q -B
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
+QUIX_VENV := .cache/bench/quix-venv
 
-.PHONY: install run test lint unit sandbox-up sandbox-down clean events windows
+.PHONY: install run test lint unit sandbox-up sandbox-down clean bench events windows
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
 
@@ -58,6 +60,23 @@ unit: install
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check service restorer topics sandbox tests
 	$(VENV)/bin/mypy
+
+# The benchmark (BENCHMARKS.md): its own sandbox broker, every scenario, a table on stdout
+# and bench/results/latest.json. A quick pass:
+#   make bench BENCH_ARGS="--orders 50000 --reps 1 --latency-seconds 10"
+bench: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed
+	$(VENV)/bin/python -m bench $(BENCH_ARGS)
+
+$(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
+	$(VENV)/bin/pip install -q -e '.[dev,bench]'
+	touch $@
+
+# Quix Streams pins confluent-kafka below brewstream's own pin, so it gets a virtualenv of its own.
+$(QUIX_VENV)/.installed: bench/quix/requirements.txt
+	test -x $(QUIX_VENV)/bin/python || $(PYTHON) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/pip install -q --upgrade pip
+	$(QUIX_VENV)/bin/pip install -q -r bench/quix/requirements.txt
+	touch $@
 
 sandbox-up: install
 	$(BREW) sandbox up

@@ -2,50 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import click
 
+from service.cli_common import CONTEXT, F, kafka_options, stop_on_signals, topic_prefix_option
 from service.durations import DURATION, format_duration
 from service.errors import BrewError
-from service.kafka import DEFAULT_BOOTSTRAP, KafkaConnection, require_broker
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def kafka_options(fn: F) -> F:
-    """--bootstrap and --kafka-config; the command receives the connection as ``conn``."""
-    @functools.wraps(fn)
-    def with_connection(*args: Any, bootstrap: str, kafka_config: Path | None, **kwargs: Any) -> Any:
-        return fn(*args, conn=KafkaConnection.from_file(bootstrap, kafka_config), **kwargs)
-
-    wrapped = click.option(
-        "--kafka-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-        envvar="BREWSTREAM_KAFKA_CONFIG", show_envvar=True,
-        help="librdkafka properties file (SASL/SSL settings) for every Kafka client, Spark's source "
-             "included. Its values are never printed.",
-    )(with_connection)
-    wrapped = click.option(
-        "--bootstrap", envvar="KAFKA_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
-        show_envvar=True, help="Kafka bootstrap servers (host:port[,host:port…]).",
-    )(wrapped)
-    return cast(F, wrapped)
-
-
-def topic_prefix_option(fn: F) -> F:
-    return click.option(
-        "--topic-prefix", default="", show_default=True, envvar="BREWSTREAM_TOPIC_PREFIX", show_envvar=True,
-        help="Prefix for every topic name, to run a separate pipeline on the same cluster.",
-    )(fn)
+from service.kafka import KafkaConnection, require_broker
+from service.webboard.command import board_cmd
 
 
 @click.group(context_settings=CONTEXT)
@@ -186,28 +155,15 @@ def seed_orders(conn: KafkaConnection, topic_prefix: str, count: int | None, rat
     orders_topic = Topics(topic_prefix).orders
     require_broker(conn)
     records = file_records(file_) if file_ else generated_records(seed)
-    stop = _stop_on_signals()
     if file_ is None:
         pace = f"{burst} orders every {format_duration(rate)}" if rate else "as fast as possible"
         click.echo(f"seed-orders: {pace} to {orders_topic}"
                    + (f", {count} in all" if count is not None else " until Ctrl+C"), err=True)
-    result = produce(conn, records, topic=orders_topic, count=count, interval_s=rate,
-                     per_tick=burst, stop=stop)
+    with stop_on_signals() as stop:
+        result = produce(conn, records, topic=orders_topic, count=count, interval_s=rate, per_tick=burst, stop=stop)
     click.echo(f"seed-orders: sent {result.sent} records to {orders_topic}"
                + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
     return 1 if result.failed else 0
-
-
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGINT/SIGTERM, so long loops end cleanly instead of dying."""
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-    return stop
 
 
 # ---------------------------------------------------------------- drink-count
@@ -368,8 +324,9 @@ def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int
         if sent % 50 == 0:
             click.echo(f"sent={sent} late={late}")
 
-    result = produce(conn, records(), topic=topic, count=count, interval_s=rate, per_tick=1,
-                     stop=_stop_on_signals(), on_progress=progress)
+    with stop_on_signals() as stop:
+        result = produce(conn, records(), topic=topic, count=count, interval_s=rate, per_tick=1, stop=stop,
+                         on_progress=progress)
     click.echo(f"events: sent {result.sent} events to {topic} ({late} late)"
                + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
     return 1 if result.failed else 0
@@ -514,6 +471,11 @@ def drill_kill9(**kw: Any) -> int:
 def drill_disk_loss(**kw: Any) -> int:
     """Like kill9, and delete the state dir and/or checkpoint before restarts; exit 3 unless exact."""
     return _drill("disk-loss", **kw)
+
+
+# ---------------------------------------------------------------- board
+
+cli.add_command(board_cmd)
 
 
 # ---------------------------------------------------------------- entry point

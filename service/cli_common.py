@@ -1,0 +1,62 @@
+"""What every command shares: help settings, the Kafka and topic options, clean stops."""
+
+from __future__ import annotations
+
+import functools
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import click
+
+from service.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def kafka_options(fn: F) -> F:
+    """--bootstrap and --kafka-config; the command receives the connection as ``conn``."""
+    @functools.wraps(fn)
+    def with_connection(*args: Any, bootstrap: str, kafka_config: Path | None, **kwargs: Any) -> Any:
+        return fn(*args, conn=KafkaConnection.from_file(bootstrap, kafka_config), **kwargs)
+
+    wrapped = click.option(
+        "--kafka-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+        envvar="BREWSTREAM_KAFKA_CONFIG", show_envvar=True,
+        help="librdkafka properties file (SASL/SSL settings) for every Kafka client, Spark's source "
+             "included. Its values are never printed.",
+    )(with_connection)
+    wrapped = click.option(
+        "--bootstrap", envvar="KAFKA_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
+        show_envvar=True, help="Kafka bootstrap servers (host:port[,host:port…]).",
+    )(wrapped)
+    return cast(F, wrapped)
+
+
+def topic_prefix_option(fn: F) -> F:
+    return click.option(
+        "--topic-prefix", default="", show_default=True, envvar="BREWSTREAM_TOPIC_PREFIX", show_envvar=True,
+        help="Prefix for every topic name, to run a separate pipeline on the same cluster.",
+    )(fn)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM, so long loops end cleanly instead of dying; the
+    previous handlers come back afterwards."""
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,172 @@
+"""Follow the top-N snapshots and the window results from the end of their topics.
+
+The reader assigns partitions itself and never commits: every board starts from the
+latest snapshot and the last few window results, so nothing is left behind on the
+cluster. Topics that do not exist yet are looked for again every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from service.kafka import METADATA_TIMEOUT_S, KafkaConnection
+from topics.catalog import Topics
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 3.0
+POLL_S = 0.25
+# Window results are written in transactions, so commit markers take offsets too; going
+# back a few times the wanted number of records still finds them.
+_BACKLOG_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class FeedView:
+    """What the topics said last, as plain JSON-ready values."""
+
+    snapshot: dict[str, Any] | None
+    windows: list[dict[str, Any]]
+    waiting_for: list[str]
+    error: str | None
+
+
+@dataclass
+class _Seen:
+    snapshot: dict[str, Any] | None = None
+    windows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+
+
+def parse_snapshot(value: bytes | None) -> dict[str, Any] | None:
+    """A top-N snapshot cut down to the fields the page uses; None when malformed."""
+    try:
+        doc = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("top"), list):
+        return None
+    top = [{"rank": r["rank"], "drink": r["drink"], "count": r["count"]} for r in doc["top"]
+           if isinstance(r, dict) and isinstance(r.get("drink"), str) and _is_int(r.get("count"))
+           and _is_int(r.get("rank"))]
+    return {"seq": doc.get("seq"), "ts": doc.get("ts"), "processed_orders": doc.get("processed_orders"), "top": top}
+
+
+def parse_window(value: bytes | None) -> dict[str, Any] | None:
+    fields = ("kind", "start", "end", "key", "count", "amount", "late_accepted", "emit", "watermark")
+    try:
+        doc = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("start"), str) or not isinstance(doc.get("end"), str):
+        return None
+    return {k: doc.get(k) for k in fields}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def keep_recent(windows: dict[str, dict[str, Any]], n: int) -> None:
+    """Drop all but the ``n`` windows that end last (ISO times in UTC sort as text)."""
+    if len(windows) > n:
+        for wid, _doc in sorted(windows.items(), key=lambda kv: (kv[1]["end"], kv[1]["start"], kv[0]))[:-n]:
+            del windows[wid]
+
+
+class TopicFeed:
+    """A background reader of ``topics.counts`` and ``topics.windows``."""
+
+    def __init__(self, conn: KafkaConnection, topics: Topics, recent: int = 8) -> None:
+        self.conn = conn
+        self.topics = topics
+        self.recent = recent
+        self._seen = _Seen()
+        self._lock = threading.Lock()
+        self._assigned: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="board-feed", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def view(self) -> FeedView:
+        with self._lock:
+            windows = sorted(self._seen.windows.values(), key=lambda d: (d["end"], d["start"]), reverse=True)
+            waiting = [t for t in (self.topics.counts, self.topics.windows) if t not in self._assigned]
+            return FeedView(self._seen.snapshot, windows, waiting, self._seen.error)
+
+    def _run(self) -> None:
+        consumer = self.conn.consumer({"isolation.level": "read_committed", "enable.partition.eof": False})
+        try:
+            next_lookup = 0.0
+            while not self._stop.is_set():
+                if len(self._assigned) < 2 and time.monotonic() >= next_lookup:
+                    self._assign_existing(consumer)
+                    next_lookup = time.monotonic() + RETRY_S
+                if self._assigned:
+                    for msg in consumer.consume(500, timeout=POLL_S):
+                        self._take(msg)
+                else:
+                    self._stop.wait(POLL_S)
+        except Exception as exc:  # the server keeps serving what it has; the page shows why reading stopped
+            log.exception("board feed stopped")
+            self._set_error(f"reading Kafka stopped: {exc}")
+        finally:
+            consumer.close()
+
+    def _assign_existing(self, consumer: Consumer) -> None:
+        wanted = {self.topics.counts: 2, self.topics.windows: _BACKLOG_FACTOR * self.recent}
+        try:
+            meta = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+            for topic, back in wanted.items():
+                info = meta.topics.get(topic)
+                if topic in self._assigned or info is None or info.error is not None or not info.partitions:
+                    continue
+                starts = []
+                for p in sorted(info.partitions):
+                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                               timeout=METADATA_TIMEOUT_S, cached=False)
+                    starts.append(TopicPartition(topic, p, max(low, high - back)))
+                consumer.incremental_assign(starts)
+                with self._lock:
+                    self._assigned.add(topic)
+        except KafkaException as exc:
+            self._set_error(f"Kafka at {self.conn.bootstrap}: {exc.args[0].str()} (retrying)")
+            return
+        self._set_error(None)
+
+    def _take(self, msg: Message) -> None:
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                self._set_error(f"Kafka: {err.str()}")
+            return
+        if msg.topic() == self.topics.counts:
+            snapshot = parse_snapshot(msg.value())
+            if snapshot is not None:
+                with self._lock:
+                    self._seen.snapshot = snapshot
+        else:
+            window = parse_window(msg.value())
+            if window is not None:
+                wid = (msg.key() or b"").decode(errors="replace")
+                with self._lock:
+                    self._seen.windows[wid] = window
+                    keep_recent(self._seen.windows, self.recent)
+        self._set_error(None)
+
+    def _set_error(self, error: str | None) -> None:
+        with self._lock:
+            self._seen.error = error

@@ -1,0 +1,184 @@
+"""The live board in headless Chromium, against the real daemons on a real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+
+from sandbox.broker import free_port
+from service.windows.events import encode_event_time
+from tests.helpers import Pipeline, order_bytes, produce, wait_for
+
+pytestmark = pytest.mark.spark
+
+CHROMIUM = "/usr/bin/chromium"
+# No sandbox (tests may run as root) and nothing that reaches beyond 127.0.0.1.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Spark takes a while to start a daemon on a small, busy machine.
+DAEMON_READY_MS = 180_000
+UPDATE_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium package")
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1200, "height": 800})
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture
+def page(browser: BrowserContext) -> Iterator[Page]:
+    p = browser.new_page()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int | None:
+    """SIGTERM and wait; then kill whatever is left of the process group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    code = proc.poll()
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return code
+
+
+@contextmanager
+def board(pipe: Pipeline, windows_state: Path, log: Path) -> Iterator[str]:
+    """``brewstream board`` on a free port; yields its URL and checks it stops cleanly."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP": pipe.conn.bootstrap, **pipe.env}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "board", "--port", str(free_port()),
+             "--windows-state-dir", str(windows_state)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        line = wait_for(lambda: proc.poll() is None and _url_line(log), 30, f"the board to serve ({log})")
+        yield line.split()[2]
+    finally:
+        code = stop(proc, timeout=15)
+    assert code == 0, log.read_text()
+
+
+def _url_line(log: Path) -> str | None:
+    return next((ln for ln in log.read_text().splitlines() if ln.startswith("board: serving http://")), None)
+
+
+@contextmanager
+def explained(*logs: Path) -> Iterator[None]:
+    """A failed wait says what the processes under test printed."""
+    try:
+        yield
+    except Exception as exc:
+        tails = "\n".join(f"--- {p.name}:\n{p.read_text(errors='replace')[-2000:]}" for p in logs if p.exists())
+        raise AssertionError(f"{exc}\n{tails}") from exc
+
+
+def api_state(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url + "api/state", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_a_new_drink_appears_on_the_page_without_a_reload(pipe: Pipeline, page: Page, tmp_path: Path) -> None:
+    logs = tmp_path / "daemon.log", tmp_path / "board.log"
+    shop = "shop-01"
+    warmup = [{"order_id": f"w-{i}", "shop_id": shop, "items": [{"drink": "latte", "quantity": 2}]}
+              for i in range(20)]
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in warmup))
+    daemon = pipe.spawn("run", "--state-dir", str(tmp_path / "state"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                        "--flush", "1s", log=logs[0])
+    try:
+        with board(pipe, tmp_path / "no-windows", logs[1]) as url, explained(*logs):
+            page.goto(url)
+            expect(page.locator("#chart-note")).to_contain_text("no data yet")
+            latte = page.locator('#top li[data-drink="latte"] .count')
+            expect(latte).to_have_text("40", timeout=DAEMON_READY_MS)
+            expect(page.locator("#status")).to_have_class("live")
+            page.evaluate("window.sameDocument = true")
+
+            drink = f"board-test-{uuid.uuid4().hex[:8]}"
+            order = {"order_id": "big-1", "shop_id": shop, "items": [{"drink": drink, "quantity": 4321}]}
+            produce(pipe.conn, pipe.topics.orders, [order_bytes(order)])
+
+            row = page.locator(f'#top li[data-drink="{drink}"]')
+            expect(row.locator(".count")).to_have_text("4,321", timeout=UPDATE_MS)
+            expect(row.locator(".rank")).to_have_text("1")
+            expect(row.locator(".name")).to_have_text(drink)
+            expect(page.locator("#processed")).to_have_text("21")
+            assert page.evaluate("window.sameDocument") is True, "the page was reloaded"
+            snapshot = api_state(url)["snapshot"]
+            assert isinstance(snapshot, dict) and snapshot["top"][0] == {"rank": 1, "drink": drink, "count": 4321}
+    finally:
+        assert stop(daemon) == 0, logs[0].read_text()[-2000:]
+
+
+def send_events(pipe: Pipeline, times_ns: list[int]) -> None:
+    producer = Producer({"bootstrap.servers": pipe.conn.bootstrap, "enable.idempotence": True})
+    for t in times_ns:
+        value = json.dumps({"shop_id": "shop-01", "drink": "mocha", "amount": 3.5}).encode()
+        producer.produce(pipe.topics.events, key=b"shop-01", value=value, partition=0,
+                         headers=[("event-time", encode_event_time(t))])
+    assert producer.flush(10) == 0
+
+
+def test_the_chart_draws_event_and_processing_time_bars(pipe: Pipeline, page: Page, tmp_path: Path) -> None:
+    logs = tmp_path / "windows.log", tmp_path / "board.log"
+    s, minute = 10**9, 60 * 10**9
+    base = time.time_ns() - 3 * minute
+    base -= base % minute
+    # 5 events in one minute, 3 in the next; the last one moves the watermark (no delay)
+    # past both, so they close and reach the results topic.
+    send_events(pipe, [base + i * s for i in range(1, 6)] + [base + minute + i * s for i in range(1, 4)]
+                + [base + 150 * s])
+    state = tmp_path / "windows-state"
+    with board(pipe, state, logs[1]) as url, explained(*logs):
+        page.goto(url)
+        expect(page.locator("#chart-note")).to_contain_text("the windows pipeline has no data yet")
+        daemon = pipe.spawn("windows", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                            "--from", "earliest", "--window", "1m", "--watermark-delay", "0", "--print", "1s",
+                            log=logs[0])
+        try:
+            expect(page.locator('#chart rect.bar-event[data-count="5"]')).to_have_count(1, timeout=DAEMON_READY_MS)
+            expect(page.locator('#chart rect.bar-event[data-count="3"]')).to_have_count(1)
+            page.wait_for_function(
+                "[...document.querySelectorAll('#chart rect.bar-processing')]"
+                ".reduce((n, r) => n + Number(r.dataset.count), 0) === 9", timeout=UPDATE_MS)
+            heights = page.eval_on_selector_all(
+                "#chart rect.bar-event", "rs => rs.map(r => [Number(r.dataset.count), r.getBBox().height])")
+            tall = dict(heights)
+            assert tall[5] > tall[3] > 0 and tall[0] == 0, heights
+            expect(page.locator("#chart-note")).to_have_text("")
+
+            rows = page.locator("#windows tbody tr")
+            expect(rows).to_have_count(2, timeout=UPDATE_MS)
+            expect(rows.nth(0).locator("td").nth(2)).to_have_text("3")
+            expect(rows.nth(1).locator("td").nth(2)).to_have_text("5")
+            expect(rows.nth(0)).to_contain_text("final")
+        finally:
+            assert stop(daemon) == 0, logs[0].read_text()[-2000:]
