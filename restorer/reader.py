@@ -124,7 +124,14 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store,
 
 
 def _reader(conn: KafkaConnection) -> Consumer:
-    return conn.consumer({"isolation.level": "read_committed", "fetch.max.bytes": 64 * 1024 * 1024})
+    return conn.consumer({
+        "isolation.level": "read_committed",
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        # librdkafka stops fetching a partition for this long whenever its local queue is
+        # full; the 1 s default leaves a restore idle most of the time.
+        "fetch.queue.backoff.ms": 10,
+        "queued.min.messages": 500_000,
+    })
 
 
 def _positions(store: Store) -> dict[int, int]:
@@ -183,14 +190,14 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
 
 def _checked_key(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
                  check_value: ValueCheck) -> bytes:
-    where = f"{topic}[{partition}]@{offset}"
     if key is None:
-        raise BrewError(f"changelog record {where} has no key; the changelog is not brewstream's")
+        raise BrewError(f"changelog record {topic}[{partition}]@{offset} has no key; "
+                        "the changelog is not brewstream's")
     if is_local(key):
-        raise BrewError(f"changelog record {where} carries a store-local key {key!r}")
+        raise BrewError(f"changelog record {topic}[{partition}]@{offset} carries a store-local key {key!r}")
     problem = check_value(key, value) if value else None
     if problem:
-        raise BrewError(f"changelog record {where} does not belong to this store: {problem}")
+        raise BrewError(f"changelog record {topic}[{partition}]@{offset} does not belong to this store: {problem}")
     return key
 
 

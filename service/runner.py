@@ -93,6 +93,7 @@ class Pipeline:
     make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)
+    batch_module: str = "service.aggregate"  # what the Python workers run; imported before the first batch
     check_value: ValueCheck = check_count
 
 
@@ -144,6 +145,8 @@ def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics
         if spark is None:
             from service.spark_session import build_session
             spark = build_session(cfg.master, f"brewstream-{p.name}")
+        from service.spark_session import warm_python_workers
+        warm_python_workers(spark, p.batch_module)
         sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics)
         reporter = p.make_reporter(store, sink, metrics)
         last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from service.jars import spark_kafka_jars
 
@@ -60,3 +62,19 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def warm_python_workers(spark: SparkSession, module: str) -> None:
+    """Start a Python worker per task slot and import ``module`` in it, before the query.
+
+    Otherwise the first batch after every start pays for spawning workers and importing
+    pyarrow, orjson and the batch code: seconds, on the path that decides how fast a
+    restarted daemon catches up.
+    """
+    slots = spark.sparkContext.defaultParallelism
+
+    def warm(batches: Iterator[Any]) -> Iterator[Any]:
+        importlib.import_module(module)
+        yield from batches
+
+    spark.range(slots, numPartitions=slots).mapInArrow(warm, "id long").collect()

@@ -42,6 +42,7 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
             store, cast(WindowsSink, sink).tick, table.print_s, table.rows, windows.table_ns),
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
+        batch_module="service.windows.aggregate",
         check_value=check_value,
     )
 
