@@ -58,7 +58,7 @@ unit: install
 	$(VENV)/bin/pytest -m "not spark" tests/unit $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check service restorer topics sandbox tests
+	$(VENV)/bin/ruff check service restorer topics sandbox tests bench tools
 	$(VENV)/bin/mypy
 
 # The benchmark (BENCHMARKS.md): its own sandbox broker, every scenario, a table on stdout

@@ -1,0 +1,117 @@
+"""``python -m bench`` (what ``make bench`` runs): flags in, a results table and JSON out."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from bench.config import DEFAULT_OUTPUT, DEFAULT_QUIX_PYTHON, DEFAULT_WORK, SCENARIOS, BenchConfig, OursSweep
+from bench.errors import BenchError
+from service.durations import DURATION, parse_duration
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _caps(text: str) -> tuple[int | None, ...]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        out.append(None if part in ("none", "") else int(part))
+    return tuple(out)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--orders", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Orders in the ingest backlog.")
+@click.option("--reps", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Repetitions of every measurement (median, min and max are reported).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of every generated order.")
+@click.option("--scenarios", default=",".join(SCENARIOS), show_default=True,
+              help="Which scenarios to run, comma-separated.")
+@click.option("--ours-caps", default="none,250000", show_default=True,
+              help="--max-offsets-per-trigger values tried for brewstream's ingest ('none': no cap).")
+@click.option("--ours-masters", default="local[*],local[3]", show_default=True,
+              help="Spark masters tried for brewstream's ingest (local[*] is one task slot per core).")
+@click.option("--changelog-records", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Records in the changelog the restore scenario reads.")
+@click.option("--changelog-keys", type=click.IntRange(min=3), default=1_000, show_default=True,
+              help="Distinct keys over those records.")
+@click.option("--latency-rate", type=click.IntRange(min=1), default=5_000, show_default=True,
+              help="Orders per second fed in the latency and recovery scenarios.")
+@click.option("--latency-seconds", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Measured seconds of each latency run.")
+@click.option("--probe-seconds", type=click.FloatRange(min=1), default=None,
+              help="Seconds of each probe for the fastest trigger that keeps up.  [default: min(15, latency)]")
+@click.option("--warmup-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds fed before each latency measurement starts (not counted).")
+@click.option("--triggers", default="0ms,100ms,250ms,500ms", show_default=True,
+              help="Trigger intervals probed, fastest first, for the fastest that keeps up.")
+@click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
+              help="brewstream's --flush (top-N snapshot interval) in the latency runs.")
+@click.option("--poll", "poll_s", type=DURATION, default="25ms", show_default=True,
+              help="How often the committed store is polled (latency resolution).")
+@click.option("--profile/--no-profile", default=True, show_default=True,
+              help="One extra brewstream ingest run under py-spy (driver and Python workers).")
+@click.option("--quix-python", type=click.Path(path_type=Path), default=DEFAULT_QUIX_PYTHON, show_default=True,
+              help="Python of the Quix Streams virtualenv.")
+@click.option("--bootstrap", default=None, help="Use this broker instead of starting a sandbox.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_WORK,
+              show_default=True, help="Broker data, state dirs and logs of the run.")
+@click.option("--keep-work", is_flag=True, help="Keep the work dir (logs, stores, broker data) afterwards.")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_OUTPUT,
+              show_default=True, help="Where the results JSON goes.")
+@click.option("--label", default="", help="A note stored with the results and shown above the tables.")
+def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, ours_masters: str,
+          changelog_records: int, changelog_keys: int, latency_rate: int, latency_seconds: float,
+          probe_seconds: float | None, warmup_seconds: float, triggers: str, flush_s: float, poll_s: float,
+          profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
+          output: Path, label: str) -> None:
+    """Ingest, restore, latency and recovery of brewstream against a plain consumer and Quix Streams."""
+    from bench.runner import run
+
+    chosen = _words(scenarios)
+    unknown = set(chosen) - set(SCENARIOS)
+    if unknown:
+        raise click.BadParameter(f"unknown scenario(s) {sorted(unknown)}; pick from {', '.join(SCENARIOS)}")
+    cfg = BenchConfig(
+        orders=orders, reps=reps, seed=seed, scenarios=chosen,
+        sweep=OursSweep(_caps(ours_caps), _words(ours_masters)),
+        changelog_records=changelog_records, changelog_keys=changelog_keys,
+        latency_rate=latency_rate, latency_seconds=latency_seconds,
+        probe_seconds=probe_seconds if probe_seconds is not None else min(15.0, latency_seconds),
+        warmup_seconds=warmup_seconds,
+        trigger_candidates=tuple(sorted(parse_duration(t) for t in _words(triggers))),
+        flush_s=flush_s, poll_s=poll_s, profile=profile, quix_python=quix_python, bootstrap=bootstrap,
+        work_dir=work_dir, keep_work=keep_work, output=output, label=label,
+    )
+    run(cfg)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl+C, so the broker and every daemon are still stopped."""
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main() -> None:
+    _stop_on_sigterm()
+    try:
+        bench.main(standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("bench: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BenchError as exc:
+        click.echo(f"bench: FAILED: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,51 @@
+"""Every knob of a benchmark run, with the defaults of the full run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
+DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
+DEFAULT_WORK = REPO / ".sandbox" / "bench"
+SCENARIOS = ("ingest", "restore", "latency", "recovery")
+
+
+@dataclass(frozen=True)
+class OursSweep:
+    """The brewstream settings tried on the ingest backlog before the repetitions."""
+
+    caps: tuple[int | None, ...] = (None, 250_000)  # --max-offsets-per-trigger; None: no cap
+    masters: tuple[str, ...] = ("local[*]", "local[3]")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    orders: int = 1_000_000
+    reps: int = 3
+    seed: int = 42
+    partitions: int = 3
+    scenarios: tuple[str, ...] = SCENARIOS
+    sweep: OursSweep = field(default_factory=OursSweep)
+    changelog_records: int = 1_000_000
+    changelog_keys: int = 1_000
+    latency_rate: int = 5_000
+    latency_seconds: float = 60.0
+    probe_seconds: float = 15.0
+    warmup_seconds: float = 5.0
+    default_trigger_s: float = 1.0
+    trigger_candidates: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
+    flush_s: float = 5.0
+    poll_s: float = 0.025
+    kill_after_batches: int = 3
+    profile: bool = True
+    quix_python: Path = DEFAULT_QUIX_PYTHON
+    bootstrap: str | None = None  # an existing broker instead of a sandbox
+    work_dir: Path = DEFAULT_WORK
+    keep_work: bool = False
+    output: Path = DEFAULT_OUTPUT
+    label: str = ""
+
+    def wants(self, scenario: str) -> bool:
+        return scenario in self.scenarios

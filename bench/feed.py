@@ -1,0 +1,79 @@
+"""A steady feed of orders at a fixed rate that remembers when each one was produced.
+
+Records go out in ticks of 10 ms. Each record's produce time (CLOCK_MONOTONIC, taken
+just before ``produce``) and the partition and offset from its delivery report are
+kept by index, so every order can later be matched with the moment the store
+committed it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import KafkaError, Message
+
+from bench.dataset import OrderStream
+from service.kafka import DeliveryCallback, KafkaConnection, produce_waiting
+
+TICK_S = 0.01
+
+
+class PacedFeed(threading.Thread):
+    def __init__(self, conn: KafkaConnection, topic: str, stream: OrderStream, rate: int, start_index: int = 0,
+                 stop_index: int | None = None) -> None:
+        """Feed records ``start_index`` up to ``stop_index`` (default: until stopped)."""
+        super().__init__(name="paced-feed", daemon=True)
+        self.topic = topic
+        self.stream = stream
+        self.rate = rate
+        self.start_index = start_index
+        self.stop_index = stop_index
+        # The same producer settings as the project's own feed (topics/feed.py).
+        self._producer = conn.producer({"linger.ms": 5, "enable.idempotence": True, "acks": "all"})
+        self.produced_at: dict[int, float] = {}
+        self.placed: dict[int, tuple[int, int]] = {}
+        self.failed = 0
+        self.sent = 0  # records handed to the producer, in order from start_index
+        self.halt = threading.Event()
+        self.error = ""
+
+    def run(self) -> None:
+        try:
+            self._feed()
+        except Exception as exc:
+            self.error = str(exc)
+
+    def _feed(self) -> None:
+        per_tick = max(1, round(self.rate * TICK_S))
+        next_tick = time.monotonic()
+        i = self.start_index
+        while (self.stop_index is None or i < self.stop_index) and not self.halt.is_set():
+            for _ in range(per_tick if self.stop_index is None else min(per_tick, self.stop_index - i)):
+                key, value = self.stream.record(i)
+                self.produced_at[i] = time.monotonic()
+                produce_waiting(self._producer, self.topic, key, value, on_delivery=self._delivered(i))
+                i += 1
+                self.sent += 1
+            self._producer.poll(0)
+            next_tick += per_tick / self.rate
+            delay = next_tick - time.monotonic()
+            if delay > 0:
+                self.halt.wait(delay)
+        self._producer.flush(60)
+
+    def _delivered(self, i: int) -> DeliveryCallback:
+        def done(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                self.placed[i] = (msg.partition() or 0, msg.offset() or 0)
+            else:
+                self.failed += 1
+        return done
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+    @property
+    def last_index(self) -> int:
+        return self.start_index + self.sent

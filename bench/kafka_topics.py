@@ -1,0 +1,95 @@
+"""Topics of a benchmark run: create, reset and measure them.
+
+Everything a run creates carries ``bench-<stamp>`` in its name (Quix's own changelog and
+repartition topics too, through its consumer group), so a run on an existing broker
+can remove exactly what it made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
+
+from bench.errors import BenchError
+from service.kafka import KafkaConnection, end_offsets, partitions_of
+from topics.admin import create_topics
+from topics.catalog import Topics
+
+READY_TIMEOUT_S = 30.0
+
+
+def create_pipeline(conn: KafkaConnection, topics: Topics, partitions: int) -> None:
+    """All of brewstream's topics under the prefix, with the catalog's settings."""
+    create_topics(conn, partitions, 1, topics)
+    wait_ready(conn, [s.name for s in topics.specs()])
+
+
+def reset_outputs(conn: KafkaConnection, topics: Topics, partitions: int) -> None:
+    """Empty changelog, snapshot and DLQ topics, keeping the input: each repetition of an
+    ingest run must start from empty state, and an old changelog would be restored."""
+    outputs = [topics.changelog, topics.counts, topics.dlq]
+    admin = conn.admin()  # must outlive its futures
+    _settle(admin.delete_topics(outputs, request_timeout=30), ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while any(t in conn.admin().list_topics(timeout=10).topics for t in outputs):
+        if time.monotonic() > deadline:
+            raise BenchError(f"topics {outputs} were not deleted within {READY_TIMEOUT_S:.0f}s")
+        time.sleep(0.1)
+    create_pipeline(conn, topics, partitions)
+
+
+def create_plain(conn: KafkaConnection, name: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
+    admin = conn.admin()
+    _settle(admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))], request_timeout=30))
+    wait_ready(conn, [name])
+
+
+def wait_ready(conn: KafkaConnection, names: Iterable[str]) -> None:
+    """Until every partition answers a watermark query: a new topic's metadata takes a
+    moment to reach every client, and the daemon fails fast on a missing partition."""
+    consumer = conn.consumer()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    try:
+        for name in names:
+            while True:
+                try:
+                    end_offsets(consumer, name, partitions_of(conn, name), timeout=2.0)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"topic {name} is not ready after {READY_TIMEOUT_S:.0f}s") from None
+                    time.sleep(0.1)
+    finally:
+        consumer.close()
+
+
+def high_watermarks(conn: KafkaConnection, topic: str) -> dict[int, int]:
+    consumer = conn.consumer()
+    try:
+        return {p: high for p, (_, high) in end_offsets(consumer, topic, partitions_of(conn, topic)).items()}
+    finally:
+        consumer.close()
+
+
+def topics_containing(conn: KafkaConnection, text: str) -> list[str]:
+    return sorted(t for t in conn.admin().list_topics(timeout=10).topics if text in t)
+
+
+def delete_containing(conn: KafkaConnection, text: str) -> int:
+    names = topics_containing(conn, text)
+    if names:
+        admin = conn.admin()
+        _settle(admin.delete_topics(names, request_timeout=30), ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    return len(names)
+
+
+def _settle(futures: Mapping[str, object], ignore: int | None = None) -> None:
+    for name, future in futures.items():
+        try:
+            future.result()  # type: ignore[attr-defined]
+        except KafkaException as exc:
+            if ignore is None or exc.args[0].code() != ignore:
+                raise BenchError(f"admin request on {name} failed: {exc.args[0].str()}") from None

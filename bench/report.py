@@ -1,0 +1,204 @@
+"""The results: one JSON file for machines, the same tables for a terminal and for Markdown.
+
+Each scenario's results become ``Section``s (a table and the lines under it) once;
+``print_tables`` renders them with rich, ``markdown`` as GitHub tables for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from bench.stats import Summary
+
+MiB = 2**20
+
+
+@dataclass
+class Section:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    text_columns: int = 1  # leading columns of text (left-aligned); the rest are figures
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str))
+
+
+def print_tables(results: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(width=160)
+    for line in header(results):
+        console.print(line, markup=False)
+    for section in sections(results):
+        table = Table(title=section.title)
+        for i, col in enumerate(section.columns):
+            table.add_column(col, justify="left" if i < section.text_columns else "right")
+        for row in section.rows:
+            table.add_row(*row)
+        console.print(table)
+        for note in section.notes:
+            console.print(note, markup=False)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    out = [f"_{line}_  " for line in header(results)]
+    for section in sections(results):
+        out += ["", f"**{section.title}**", "", "| " + " | ".join(section.columns) + " |",
+                "|" + "|".join(":---" if i < section.text_columns else "---:" for i in range(len(section.columns)))
+                + "|"]
+        out += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in section.rows]
+        if section.notes:
+            out += [""] + [f"{note}  " for note in section.notes]
+    return "\n".join(out) + "\n"
+
+
+def header(results: dict[str, Any]) -> list[str]:
+    lines = [results["label"]] if results.get("label") else []
+    m = results.get("machine", {})
+    lines.append(f"{m.get('cpus')} CPUs ({m.get('cpu_model')}), {m.get('memory_gib')} GiB; Python {m.get('python')}, "
+                 f"pyspark {m.get('pyspark')}, Kafka {m.get('kafka_broker')}, quixstreams {m.get('quixstreams')}")
+    start, end = results.get("load_average_start"), results.get("load_average_end")
+    if start and end:
+        lines.append(f"load average (1/5/15 min) at start {_loads(start)}, at end {_loads(end)}; "
+                     f"{results.get('duration_s', 0) / 60:.0f} min in all")
+    return lines
+
+
+def sections(results: dict[str, Any]) -> list[Section]:
+    out: list[Section] = []
+    if "ingest" in results:
+        out += _ingest(results["ingest"])
+    if "restore" in results:
+        out.append(_restore(results["restore"]))
+    if "latency" in results:
+        out.append(_latency(results["latency"]))
+    if "recovery" in results:
+        out.append(_recovery(results["recovery"]))
+    return out
+
+
+def spread(s: Summary | dict[str, Any] | None, fmt: Callable[[float], str]) -> str:
+    """``median (min..max)`` of a summary (or of its JSON form)."""
+    if s is None:
+        return "-"
+    if isinstance(s, dict):
+        s = Summary(**s)
+    if s.n == 1:
+        return fmt(s.median)
+    return f"{fmt(s.median)} ({fmt(s.min)}..{fmt(s.max)})"
+
+
+def _loads(values: list[float]) -> str:
+    return "/".join(f"{v:.1f}" for v in values)
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _s(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1000:,.0f}"
+
+
+def _mib(v: float) -> str:
+    return f"{v / MiB:,.0f}"
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _ingest(r: dict[str, Any]) -> list[Section]:
+    reps = spread_n(r["systems"]["ours"]["orders_per_s"])
+    main = Section(f"1. Ingest: {r['orders']:,} orders ({r['items']:,} items), median (min..max) of {reps} run(s)",
+                   ["system", "settings", "orders/s", "processing s", "start-up s", "wall s", "peak RSS MiB"],
+                   text_columns=2)
+    for name, s in r["systems"].items():
+        main.rows.append([name, s["settings"], spread(s["orders_per_s"], _n), spread(s["processing_s"], _s),
+                          spread(s["startup_s"], _s), spread(s["wall_s"], _s), spread(s["peak_rss_bytes"], _mib)])
+    ratios = ", ".join(f"{k} = {_x(v)}" for k, v in r["ratios"].items())
+    main.notes.append(f"ratios of median orders/s: {ratios}; counts verified equal to the oracle for every run")
+    ours = r["systems"]["ours"]["runs"][0]
+    parts = ", ".join(f"{k} {_mib(v)} MiB" for k, v in sorted(ours["rss_parts_at_peak"].items()))
+    main.notes.append(f"brewstream's process tree at its peak (root = Python driver, jvm = Spark, children = Python "
+                      f"workers): {parts}")
+    sweep = Section("brewstream settings tried (one run each; the best is repeated above)",
+                    ["settings", "orders/s", "after 1st batch", "start-up s", "batches", "1st batch s", "aggregate s",
+                     "changelog s", "store s", "between batches s"])
+    for run in r["sweep"]:
+        d = run["detail"]
+        warm = d["after_first_batch_orders_per_s"]
+        sweep.rows.append([run["settings"], _n(run["orders_per_s"]), "-" if warm is None else _n(warm),
+                           _s(run["startup_s"]), str(d["batches"]), _s(d["first_batch_s"]), _s(d["aggregate_s"]),
+                           _s(d["changelog_s"]), _s(d["store_s"]), _s(d["between_batches_s"])])
+    out = [main, sweep]
+    profile = r.get("profile")
+    if profile and "roles" in profile:
+        for role, data in profile["roles"].items():
+            if role == "other":
+                continue
+            sec = Section(f"py-spy, brewstream {role}: {data['cpu_s']:.1f} CPU-s sampled in one profiled run",
+                          ["where", "CPU-s", "share %"])
+            for name, seconds, share in data["categories"]:
+                sec.rows.append([name, f"{seconds:.1f}", f"{share * 100:.1f}"])
+            out.append(sec)
+    return out
+
+
+def spread_n(s: Summary | dict[str, Any]) -> int:
+    return s["n"] if isinstance(s, dict) else s.n
+
+
+def _restore(r: dict[str, Any]) -> Section:
+    sec = Section(f"2. Restore: {r['records']:,} changelog records over {r['keys']:,} keys, median (min..max)",
+                  ["system", "records/s", "seconds", "wall s", "peak RSS MiB"])
+    for name, s in r["systems"].items():
+        sec.rows.append([name, spread(s["records_per_s"], _n), spread(s["seconds"], _s), spread(s["wall_s"], _s),
+                         spread(s["peak_rss_bytes"], _mib)])
+    sec.notes.append("ratios of median records/s: " + ", ".join(f"{k} = {_x(v)}" for k, v in r["ratios"].items())
+                     + "; restored values verified for every run")
+    return sec
+
+
+def _latency(r: dict[str, Any]) -> Section:
+    sec = Section(f"3. Latency at {r['rate']:,} orders/s for {r['seconds']:.0f} s, ms, median (min..max) over runs",
+                  ["trigger", "commit p50", "commit p95", "commit p99", "snapshot p50", "snapshot p95",
+                   "snapshot p99", "keeps up"])
+    for trigger, s in r["triggers"].items():
+        sec.rows.append([trigger, *(spread(s[f"{w}_p{q}_s"], _ms) for w in ("commit", "snapshot")
+                                    for q in (50, 95, 99)), "yes" if s["keeps_up"] else "no"])
+    probes = ", ".join(f"{p['trigger']}: {'keeps up' if p['keeps_up'] else 'falls behind'}" for p in r["probes"])
+    sec.notes.append(f"fastest trigger that keeps up: {r['fastest_keeping_up'] or 'none of those probed'} "
+                     f"(probes: {probes}); snapshots every {r['flush_s']:.0f} s, store polled every "
+                     f"{r['poll_s'] * 1000:.0f} ms")
+    return sec
+
+
+def _recovery(r: dict[str, Any]) -> Section:
+    sec = Section(f"4. Recovery at {r['rate']:,} orders/s, trigger {r['trigger']}, seconds, median (min..max)",
+                  ["after", "kill -> first new batch", "kill -> store ready", "store ready -> first batch",
+                   "orders in that batch", "changelog records restored"])
+    for mode in ("kill9", "disk-loss"):
+        if mode not in r:
+            continue
+        s = r[mode]
+        restored = [run["restored_records"] for run in s["runs"] if run["restored_records"] is not None]
+        sec.rows.append([mode, spread(s["to_first_batch_s"], _s), spread(s["to_store_ready_s"], _s),
+                         spread(s["store_ready_to_first_batch_s"], _s),
+                         ", ".join(f"{run['first_batch_orders']:,}" for run in s["runs"]),
+                         ", ".join(f"{n:,}" for n in restored) or "-"])
+    sec.notes.append("counts verified exact after every recovery")
+    return sec

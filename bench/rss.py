@@ -1,0 +1,58 @@
+"""Peak resident memory of a whole process tree, sampled with psutil.
+
+RSS is summed over the root process and every descendant, so for brewstream it covers
+the Python driver, the Spark JVM it launched and the Python workers the JVM forks.
+Pages shared between forked workers are counted once per process, as RSS does; the
+figure is an upper bound of what the tree holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import psutil
+
+SAMPLE_EVERY_S = 0.2
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int, interval_s: float = SAMPLE_EVERY_S) -> None:
+        super().__init__(name=f"rss-{pid}", daemon=True)
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak = 0
+        self.peak_parts: dict[str, int] = {}
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join()
+
+    def sample(self) -> None:
+        parts = tree_rss(self.pid)
+        total = sum(parts.values())
+        if total > self.peak:
+            self.peak, self.peak_parts = total, parts
+
+
+def tree_rss(pid: int) -> dict[str, int]:
+    """RSS by role: the root process, JVMs, and every other descendant."""
+    parts: dict[str, int] = {}
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return parts
+    for proc in procs:
+        # A worker may exit between listing and reading; it simply is not counted.
+        with contextlib.suppress(psutil.Error):
+            role = "root" if proc.pid == pid else ("jvm" if proc.name() == "java" else "children")
+            parts[role] = parts.get(role, 0) + proc.memory_info().rss
+    return parts

@@ -1,0 +1,74 @@
+"""One benchmark run: a broker, the data, the scenarios in order, the results."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import asdict
+from typing import Any
+
+from bench import report
+from bench.broker import broker
+from bench.config import BenchConfig
+from bench.context import BenchContext
+from bench.dataset import order_stream
+from bench.kafka_topics import delete_containing
+from bench.machine import describe
+from bench.procs import kill_all
+from bench.scenarios import ingest, latency, recovery, restore
+from bench.systems import quix
+
+
+def run(cfg: BenchConfig) -> dict[str, Any]:
+    needs_quix = cfg.wants("ingest") or cfg.wants("restore")
+    quix_version = quix.require(cfg.quix_python) if needs_quix else None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    work = cfg.work_dir / stamp
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "label": cfg.label,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": describe(quix_version),
+        "config": asdict(cfg),
+        # The harness cannot keep other work off the machine; the load shows whether any ran.
+        "load_average_start": os.getloadavg(),
+    }
+    try:
+        with broker(work / "kafka", cfg.bootstrap) as conn:
+            ctx = BenchContext(cfg, conn, work, stamp)
+            ctx.say(f"broker at {conn.bootstrap}; work dir {work}")
+            try:
+                _scenarios(ctx, results)
+            finally:
+                kill_all()
+                if cfg.bootstrap is not None:
+                    delete_containing(conn, f"bench-{stamp}")
+    finally:
+        kill_all()
+        if not cfg.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    results["duration_s"] = time.monotonic() - started
+    results["load_average_end"] = os.getloadavg()
+    report.write_json(results, cfg.output)
+    cfg.output.with_suffix(".md").write_text(report.markdown(results))
+    report.print_tables(results)
+    print(f"results written to {cfg.output} and {cfg.output.with_suffix('.md')}")
+    return results
+
+
+def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
+    cfg = ctx.cfg
+    if cfg.wants("ingest"):
+        results["ingest"] = ingest.run(ctx)
+    if cfg.wants("restore"):
+        results["restore"] = restore.run(ctx)
+    if cfg.wants("latency") or cfg.wants("recovery"):
+        need = latency.stream_length(ctx)
+        ctx.say(f"generating {need:,} orders for the fed scenarios")
+        stream = order_stream(cfg.seed, need)
+        if cfg.wants("latency"):
+            results["latency"] = latency.run(ctx, stream)
+        if cfg.wants("recovery"):
+            results["recovery"] = recovery.run(ctx, stream)

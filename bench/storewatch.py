@@ -1,0 +1,94 @@
+"""Watch brewstream's committed store from outside, read-only, as a client would.
+
+Every ``interval`` the store is opened read-only (which works beside the running
+daemon) and its next input offsets and processed-order counter are read. A sample is
+kept only when they changed, stamped with the time of the read. An order at
+(partition, offset) is committed at the first sample whose next offset for that
+partition is above its offset: the resolution is the poll interval.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.errors import BrewError
+from service.store import Store
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    next_offsets: dict[int, int]
+    processed: int
+
+
+class StoreWatcher(threading.Thread):
+    def __init__(self, store_path: Path, topic: str, interval_s: float) -> None:
+        super().__init__(name="store-watch", daemon=True)
+        self.store_path = store_path
+        self.topic = topic
+        self.interval_s = interval_s
+        self.samples: list[Sample] = []
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.poll()
+            self._halt.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join()
+
+    def poll(self) -> Sample | None:
+        if not (self.store_path / "CURRENT").exists():
+            return None
+        # The daemon may be creating or replacing the store right now (start-up, restore).
+        with contextlib.suppress(BrewError):
+            with Store(self.store_path, read_only=True) as store:
+                state = store.read_all()
+            now = time.monotonic()
+            offsets = state.next_offsets(self.topic)
+            with self._lock:
+                last = self.samples[-1] if self.samples else None
+                if last is None or last.next_offsets != offsets or last.processed != state.processed_orders:
+                    self.samples.append(Sample(now, offsets, state.processed_orders))
+            return self.latest
+        return None
+
+    @property
+    def latest(self) -> Sample | None:
+        with self._lock:
+            return self.samples[-1] if self.samples else None
+
+    def index(self) -> CommitIndex:
+        with self._lock:
+            return CommitIndex(list(self.samples))
+
+    def committed(self, placed: dict[int, int]) -> bool:
+        """Whether the store holds everything up to these next offsets per partition."""
+        last = self.latest
+        return last is not None and all(last.next_offsets.get(p, 0) >= o for p, o in placed.items())
+
+
+class CommitIndex:
+    """When each (partition, offset) was first seen committed, by binary search."""
+
+    def __init__(self, samples: list[Sample]) -> None:
+        self._samples = samples
+        partitions = {p for s in samples for p in s.next_offsets}
+        self._by_partition = {p: [s.next_offsets.get(p, 0) for s in samples] for p in partitions}
+
+    def first_sample(self, partition: int, offset: int) -> Sample | None:
+        nexts = self._by_partition.get(partition)
+        if nexts is None:
+            return None
+        i = bisect.bisect_right(nexts, offset)  # first sample whose next offset > offset
+        return self._samples[i] if i < len(self._samples) else None

@@ -1,0 +1,1 @@
+"""How each system under test is started and measured: brewstream, the plain consumer, Quix."""

@@ -1,0 +1,140 @@
+"""brewstream as the benchmark runs it: the real console script, as a child process group.
+
+Per-batch timings come from the daemon's own INFO line, stamped when it reaches the
+harness; the line is logged right after the batch's store commit.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.context import BenchContext, DaemonDirs
+from bench.errors import BenchError
+from bench.procs import Child, run_to_end
+from bench.runs import IngestRun, RestoreRun, require_same
+from service.codec import StoreState
+from service.store import Store
+from topics.catalog import Topics
+
+BREW = str(Path(sys.executable).parent / "brewstream")
+BATCH = re.compile(r"batch (\d+) \(seq (\d+)\): orders=(\d+) bad=(\d+) drinks=(\d+) \| "
+                   r"aggregate ([\d.]+)s changelog ([\d.]+)s store ([\d.]+)s")
+# Logged once the store is open, fenced and caught up, just before Spark starts.
+READY = re.compile(r"drink-count: input=")
+RESTORED = re.compile(r"restore done: records=(\d+) keys=(\d+) partitions=(\d+) in ([\d.]+) s")
+INGEST_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_offsets_per_trigger: int | None = None
+    trigger_s: float = 1.0
+    master: str = "local[*]"
+    flush_s: float = 5.0
+
+    @property
+    def label(self) -> str:
+        cap = self.max_offsets_per_trigger or "none"
+        return f"master={self.master} max-offsets-per-trigger={cap}"
+
+
+@dataclass(frozen=True)
+class Batch:
+    t: float  # when its log line arrived: just after the store commit
+    batch_id: int
+    seq: int
+    orders: int
+    aggregate_s: float
+    changelog_s: float
+    store_s: float
+
+    @property
+    def started(self) -> float:
+        return self.t - self.aggregate_s - self.changelog_s - self.store_s
+
+
+def run_args(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Settings, available_now: bool) -> list[str]:
+    args = [BREW, "run", "--bootstrap", ctx.conn.bootstrap, "--topic-prefix", topics.prefix,
+            "--state-dir", str(dirs.state), "--checkpoint-dir", str(dirs.checkpoint),
+            "--trigger", f"{round(settings.trigger_s * 1000)}ms", "--flush", f"{round(settings.flush_s * 1000)}ms",
+            "--master", settings.master]
+    if settings.max_offsets_per_trigger:
+        args += ["--max-offsets-per-trigger", str(settings.max_offsets_per_trigger)]
+    if available_now:
+        args.append("--available-now")
+    return args
+
+
+def start_daemon(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Settings, name: str) -> Child:
+    return Child(name, run_args(ctx, topics, dirs, settings, available_now=False), ctx.log(name))
+
+
+def batches(child: Child, after: int = 0) -> list[Batch]:
+    out: list[Batch] = []
+    for line in child.lines[after:]:
+        m = BATCH.search(line.text)
+        if m:
+            out.append(Batch(line.t, int(m[1]), int(m[2]), int(m[3]), float(m[6]), float(m[7]), float(m[8])))
+    return out
+
+
+def read_store(dirs: DaemonDirs) -> StoreState | None:
+    """A read-only look at the store, which works while the daemon writes it."""
+    if not (dirs.store / "CURRENT").exists():
+        return None
+    with Store(dirs.store, read_only=True) as store:
+        return store.read_all()
+
+
+def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict[str, int],
+           prefix_args: list[str] | None = None, name: str = "ours-ingest") -> IngestRun:
+    """``brewstream run --available-now`` from an empty state dir over the whole backlog."""
+    dirs = ctx.dirs(name)
+    args = [*(prefix_args or []), *run_args(ctx, topics, dirs, settings, available_now=True)]
+    child = run_to_end(name, args, ctx.log(name), INGEST_TIMEOUT_S)
+    done = batches(child)
+    if not done:
+        raise BenchError(f"{name} committed no batch; see {child.log_path}")
+    state = read_store(dirs)
+    if state is None:
+        raise BenchError(f"{name} left no store in {dirs.state}")
+    require_same(f"brewstream ({settings.label})", state.counts, expected)
+    ready = next((line.t for line in child.lines if READY.search(line.text)), child.started)
+    first, last = done[0].started, done[-1].t
+    detail = {
+        "batches": len(done),
+        "store_ready_s": ready - child.started,  # state dir, fencing, catch-up: before Spark
+        "spark_start_s": first - ready,          # session, query start, first batch planned
+        "aggregate_s": sum(b.aggregate_s for b in done),
+        "changelog_s": sum(b.changelog_s for b in done),
+        "store_s": sum(b.store_s for b in done),
+        "between_batches_s": (last - first) - sum(b.t - b.started for b in done),
+        "shutdown_s": child.ended - last,
+        # The first batch also starts the Python workers (imports of pyspark, pandas,
+        # pyarrow); what follows it is the daemon's pace once everything is warm.
+        "first_batch_s": done[0].t - done[0].started,
+        "after_first_batch_orders_per_s": (sum(b.orders for b in done[1:]) / (last - done[0].t)
+                                           if len(done) > 1 and last > done[0].t else None),
+    }
+    orders = state.processed_orders
+    return IngestRun("ours", settings.label, orders, last - first, first - child.started,
+                     child.wall_s, child.rss.peak, child.rss.peak_parts, detail)
+
+
+def restore(ctx: BenchContext, topics: Topics, expected: dict[str, int]) -> RestoreRun:
+    """``brewstream restore`` into an empty state dir; the store must hold the last values."""
+    dirs = ctx.dirs("ours-restore")
+    args = [BREW, "restore", "--bootstrap", ctx.conn.bootstrap, "--topic-prefix", topics.prefix,
+            "--state-dir", str(dirs.state)]
+    child = run_to_end("ours-restore", args, ctx.log("ours-restore"), INGEST_TIMEOUT_S)
+    line, m = child.wait_for(RESTORED, 0)
+    state = read_store(dirs)
+    if state is None:
+        raise BenchError(f"brewstream restore left no store in {dirs.state}")
+    require_same("brewstream restore", state.counts, expected)
+    return RestoreRun("ours", int(m[1]), int(m[2]), float(m[4]), child.wall_s, child.rss.peak,
+                      {"summary": line.text})
+

@@ -1,0 +1,1 @@
+"""Stand-alone programs the harness runs as child processes (so each is measured alone)."""
