@@ -37,6 +37,7 @@ from service.errors import BrewError, SinkClosed
 from service.faults import FaultPlan, kill_process_and
 from service.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from service.metrics import Metrics, MetricsRefresher
+from service.spark_session import build_session, warm_python_workers
 from service.start_point import StartPoint, checkpoint_resume_offsets, choose_start
 from service.store import StateDir, Store
 from topics.catalog import DEFAULT_TOPICS, Topics
@@ -143,17 +144,16 @@ def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics
 
         own_spark = spark is None
         if spark is None:
-            from service.spark_session import build_session
             spark = build_session(cfg.master, f"brewstream-{p.name}")
-        from service.spark_session import warm_python_workers
-        warm_python_workers(spark, p.batch_module)
-        sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics)
-        reporter = p.make_reporter(store, sink, metrics)
-        last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
-        if last is not None:
-            metrics.last_batch_at(last / 1000)
-        refresher = MetricsRefresher(metrics, conn, store, p.input_topic) if cfg.metrics_port is not None else None
         try:
+            warm_python_workers(spark, p.batch_module)
+            sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics)
+            reporter = p.make_reporter(store, sink, metrics)
+            last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
+            if last is not None:
+                metrics.last_batch_at(last / 1000)
+            refresher = (MetricsRefresher(metrics, conn, store, p.input_topic)
+                         if cfg.metrics_port is not None else None)
             query = _start_query(spark, p, cfg, sink, start)
             reporter.start()
             if refresher is not None:
