@@ -75,8 +75,8 @@ class Metrics:
         self._server: Any = None
         self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)
         # Series without more labels exist from the start, so a scrape shows zeros, not gaps.
-        for metric in (self.records, self.orders, self.batches, self.changelog_records, self.restore_records,
-                       self.late_events, self.store_keys, self.store_bytes):
+        for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
+                       self.store_keys, self.store_bytes):
             metric.labels(pipeline)
 
     def serve(self, host: str, port: int) -> None:
