@@ -43,6 +43,7 @@ from service.store import Store
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+
 @dataclass(frozen=True)
 class BatchReport:
     batch_id: int

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -30,16 +32,8 @@ def create_topics(conn: KafkaConnection, partitions: int, replication_factor: in
     new = [NewTopic(s.name, num_partitions=partitions, replication_factor=replication_factor,
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
-    results: list[tuple[str, str]] = []
-    for name, future in admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S).items():
-        try:
-            future.result()
-            results.append((name, "created"))
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise BrewError(f"creating {name} failed: {exc.args[0].str()}") from None
-            results.append((name, "exists"))
-    return results
+    futures = admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S)
+    return _outcomes(futures, "creating", ("created", "exists"), KafkaError.TOPIC_ALREADY_EXISTS)
 
 
 def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:
@@ -47,17 +41,23 @@ def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> lis
     require_broker(conn)
     specs = topics.specs()
     admin = conn.admin()  # must outlive its futures
+    futures = admin.delete_topics([s.name for s in specs], request_timeout=ADMIN_TIMEOUT_S)
+    return _outcomes(futures, "deleting", ("deleted", "absent"), KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def _outcomes(futures: Mapping[str, Future[None]], doing: str, labels: tuple[str, str],
+              harmless: int) -> list[tuple[str, str]]:
+    """Wait for each topic's future: done, or the one error that means there was nothing to do."""
+    done, nothing_to_do = labels
     results: list[tuple[str, str]] = []
-    for name, future in admin.delete_topics(
-        [s.name for s in specs], request_timeout=ADMIN_TIMEOUT_S
-    ).items():
+    for name, future in futures.items():
         try:
             future.result()
-            results.append((name, "deleted"))
+            results.append((name, done))
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise BrewError(f"deleting {name} failed: {exc.args[0].str()}") from None
-            results.append((name, "absent"))
+            if exc.args[0].code() != harmless:
+                raise BrewError(f"{doing} {name} failed: {exc.args[0].str()}") from None
+            results.append((name, nothing_to_do))
     return results
 
 
