@@ -39,6 +39,7 @@ def dlq_records(dlq_topic: str, source_topic: str, bad: Sequence[BadRecord]) -> 
         ("source-offset", str(b.offset).encode()),
     ]) for b in bad]
 
+
 TXN_TIMEOUT_S = 60.0
 COMMIT_RETRIES = 5
 

@@ -47,11 +47,8 @@ def run(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD, spark: SparkSession 
 def batch_done(r: BatchReport, metrics: Metrics) -> None:
     """One log line per batch (structured fields under --log-format json) and the metrics."""
     fields = {"batch_id": r.batch_id, "seq": r.seq, "orders": r.orders, "bad": r.bad, "drinks": r.drinks_changed,
-              "aggregate_s": round(r.aggregate_s, 4), "changelog_s": round(r.changelog_s, 4),
-              "store_s": round(r.store_s, 4)}
-    log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | aggregate %.2fs changelog %.3fs store %.3fs",
-             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.aggregate_s, r.changelog_s, r.store_s,
-             extra=fields)
+              **r.times.fields()}
+    log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | %s",
+             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.times, extra=fields)
     metrics.orders.labels(metrics.pipeline).inc(r.orders)
-    metrics.batch_committed(time.time(), r.orders + r.bad, r.bad_reasons, r.changelog_records,
-                            {"aggregate": r.aggregate_s, "changelog": r.changelog_s, "store": r.store_s})
+    metrics.batch_committed(time.time(), r.orders + r.bad, r.bad_reasons, r.changelog_records, r.times.phases())

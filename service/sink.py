@@ -45,6 +45,25 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class PhaseTimes:
+    """Seconds one batch spent counting in Spark, in the transaction and in the store."""
+
+    aggregate_s: float
+    changelog_s: float
+    store_s: float
+
+    def phases(self) -> dict[str, float]:
+        return {"aggregate": self.aggregate_s, "changelog": self.changelog_s, "store": self.store_s}
+
+    def fields(self) -> dict[str, float]:
+        """For structured logs: ``aggregate_s``, ``changelog_s``, ``store_s``."""
+        return {f"{phase}_s": round(seconds, 4) for phase, seconds in self.phases().items()}
+
+    def __str__(self) -> str:
+        return f"aggregate {self.aggregate_s:.2f}s changelog {self.changelog_s:.3f}s store {self.store_s:.3f}s"
+
+
+@dataclass(frozen=True)
 class BatchReport:
     batch_id: int
     seq: int
@@ -52,9 +71,7 @@ class BatchReport:
     bad_reasons: dict[str, int]
     drinks_changed: int
     changelog_records: int
-    aggregate_s: float
-    changelog_s: float
-    store_s: float
+    times: PhaseTimes
 
     @property
     def bad(self) -> int:
@@ -87,11 +104,13 @@ class OrderedCommitSink:
     def _apply(self, df: DataFrame, batch_id: int) -> None:
         raise NotImplementedError
 
-    def _commit(self, entries: list[Entry], outputs: list[OutputRecord]) -> tuple[list[Entry], float, float]:
-        """3. + 4. for one batch: returns the entries committed and the seconds of each step."""
+    def _commit(self, entries: list[Entry], outputs: list[OutputRecord],
+                aggregate_s: float) -> tuple[list[Entry], PhaseTimes]:
+        """3. + 4. for one batch: returns the entries committed and the time of each step."""
         t0 = time.monotonic()
         seq = self.seq + 1
-        entries = entries + self.changelog.commit_markers(seq)
+        entries = [*entries, (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000))),
+                   *self.changelog.commit_markers(seq)]
 
         # 3. Changelog entries and output records: all visible together, or not at all.
         positions = self.changelog.publish(entries, outputs,
@@ -103,7 +122,7 @@ class OrderedCommitSink:
         self.store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()])
         self.faults.reached("after-store-commit")
         self.seq = seq
-        return entries, t1 - t0, time.monotonic() - t1
+        return entries, PhaseTimes(aggregate_s, t1 - t0, time.monotonic() - t1)
 
 
 class DrinkCountSink(OrderedCommitSink):
@@ -124,13 +143,13 @@ class DrinkCountSink(OrderedCommitSink):
         aggregate_s = time.monotonic() - t0
 
         # 3. + 4. One transaction, then one WriteBatch.
-        entries, changelog_s, store_s = self._commit(
-            self._entries(agg), dlq_records(self.dlq_topic, self.input_topic, agg.bad))
+        entries, times = self._commit(
+            self._entries(agg), dlq_records(self.dlq_topic, self.input_topic, agg.bad), aggregate_s)
 
         # 5. Returning lets Spark commit its checkpoint.
         if self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, self.seq, agg.good_orders, Counter(b.reason for b in agg.bad),
-                                      len(agg.deltas), len(entries), aggregate_s, changelog_s, store_s))
+                                      len(agg.deltas), len(entries), times))
 
     def _entries(self, agg: BatchAggregate) -> list[Entry]:
         """Absolute new values for everything the batch changes (the seed's overlay)."""
@@ -144,6 +163,5 @@ class DrinkCountSink(OrderedCommitSink):
         entries += [
             (counters[0], encode_u64(current.get(counters[0], 0) + agg.good_orders)),
             (counters[1], encode_u64(current.get(counters[1], 0) + len(agg.bad))),
-            (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000))),
         ]
         return entries

@@ -58,15 +58,11 @@ def batch_done(r: WindowsReport, metrics: Metrics) -> None:
     bad, results = sum(r.bad_reasons.values()), sum(r.results.values())
     wm = iso(r.watermark) if r.watermark is not None else "-"
     fields = {"batch_id": r.batch_id, "seq": r.seq, "events": r.events, "late": r.late, "bad": bad,
-              "results": results, "watermark": wm, "open_windows": r.open_windows,
-              "aggregate_s": round(r.aggregate_s, 4), "changelog_s": round(r.changelog_s, 4),
-              "store_s": round(r.store_s, 4)}
-    log.info("%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | aggregate %.2fs changelog %.3fs "
-             "store %.3fs", what, r.seq, r.events, r.late, bad, results, wm, r.aggregate_s, r.changelog_s,
-             r.store_s, extra=fields)
+              "results": results, "watermark": wm, "open_windows": r.open_windows, **r.times.fields()}
+    log.info("%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | %s",
+             what, r.seq, r.events, r.late, bad, results, wm, r.times, extra=fields)
     p = metrics.pipeline
-    metrics.batch_committed(time.time(), r.events, r.bad_reasons, r.changelog_records,
-                            {"aggregate": r.aggregate_s, "changelog": r.changelog_s, "store": r.store_s})
+    metrics.batch_committed(time.time(), r.events, r.bad_reasons, r.changelog_records, r.times.phases())
     metrics.late_events.labels(p).inc(r.late)
     for emit, n in r.results.items():
         metrics.window_results.labels(p, emit).inc(n)

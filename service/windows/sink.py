@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.changelog import ChangelogWriter, dlq_records
-from service.codec import LAST_BATCH_MS, encode_u64, meta_key
+from service.codec import encode_u64, meta_key
 from service.errors import BrewError
 from service.faults import FaultPlan
-from service.sink import OrderedCommitSink
+from service.sink import OrderedCommitSink, PhaseTimes
 from service.store import Store
 from service.windows.aggregate import WindowBatch, aggregate_events
 from service.windows.output import late_record, result_record
@@ -47,9 +47,7 @@ class WindowsReport:
     watermark: int | None
     open_windows: int
     changelog_records: int
-    aggregate_s: float
-    changelog_s: float
-    store_s: float
+    times: PhaseTimes
 
 
 def _now_ms() -> int:
@@ -101,7 +99,7 @@ class WindowsSink(OrderedCommitSink):
 
     def _publish(self, state: WindowsState, result: StepResult, batch: WindowBatch, batch_id: int | None,
                  aggregate_s: float) -> None:
-        entries = [*result.entries, (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000)))]
+        entries = list(result.entries)
         if state.reserved.meta.get(SPEC) is None:
             entries.append((meta_key(SPEC), encode_u64(self._fingerprint)))
         outputs = [result_record(self.topics.windows, r, result.watermark) for r in result.results]
@@ -110,9 +108,9 @@ class WindowsSink(OrderedCommitSink):
 
         # 4. + 5. State, results, late events and bad input in one transaction, then the
         # store; returning lets Spark commit its checkpoint.
-        entries, changelog_s, store_s = self._commit(entries, outputs)
+        entries, times = self._commit(entries, outputs, aggregate_s)
         if self.on_batch is not None:
             self.on_batch(WindowsReport(
                 batch_id, self.seq, batch.total, len(result.late), Counter(b.reason for b in batch.bad),
                 Counter(r.emit for r in result.results), result.watermark, result.open_windows, len(entries),
-                aggregate_s, changelog_s, store_s))
+                times))
