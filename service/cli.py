@@ -10,10 +10,11 @@ from typing import Any
 
 import click
 
-from service.cli_common import CONTEXT, F, kafka_options, stop_on_signals, topic_prefix_option
+from service.cli_common import CONTEXT, F, kafka_options, topic_prefix_option
 from service.durations import DURATION, format_duration
 from service.errors import BrewError
 from service.kafka import KafkaConnection, require_broker
+from service.signals import stop_on_signals
 from service.webboard.command import board_cmd
 
 

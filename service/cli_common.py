@@ -1,12 +1,9 @@
-"""What every command shares: help settings, the Kafka and topic options, clean stops."""
+"""What every command shares: help settings, the Kafka and topic options."""
 
 from __future__ import annotations
 
 import functools
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -43,20 +40,3 @@ def topic_prefix_option(fn: F) -> F:
         "--topic-prefix", default="", show_default=True, envvar="BREWSTREAM_TOPIC_PREFIX", show_envvar=True,
         help="Prefix for every topic name, to run a separate pipeline on the same cluster.",
     )(fn)
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM, so long loops end cleanly instead of dying; the
-    previous handlers come back afterwards."""
-    stop = threading.Event()
-
-    def handler(_signum: int, _frame: object) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

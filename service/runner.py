@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +35,7 @@ from service.errors import BrewError, SinkClosed
 from service.faults import FaultPlan, kill_process_and
 from service.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from service.metrics import Metrics, MetricsRefresher
+from service.signals import stop_on_signals
 from service.spark_session import build_session, warm_python_workers
 from service.start_point import StartPoint, checkpoint_resume_offsets, choose_start
 from service.store import StateDir, Store
@@ -282,9 +281,7 @@ def _wait(query: StreamingQuery) -> str | None:
     """Block until a signal, the end of an available-now run, or a failure (returned)."""
     from pyspark.errors import StreamingQueryException
 
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_on_signals() as stop:
         while not stop.is_set():
             try:
                 if query.awaitTermination(1):
@@ -295,9 +292,6 @@ def _wait(query: StreamingQuery) -> str | None:
                 return _first_line(str(exc))
         log.info("stopping: letting the batch in flight finish")
         return None
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _first_line(text: str) -> str:

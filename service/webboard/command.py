@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from service.cli_common import CONTEXT, kafka_options, stop_on_signals, topic_prefix_option
+from service.cli_common import CONTEXT, kafka_options, topic_prefix_option
 from service.kafka import KafkaConnection, require_broker
+from service.signals import stop_on_signals
 from service.webboard.feed import TopicFeed
 from service.webboard.server import bind, page_bytes
 from service.webboard.state import Hub, Refresher
