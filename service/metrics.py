@@ -22,6 +22,7 @@ from service.codec import decode_entries, offset_prefix
 from service.errors import BrewError
 from service.kafka import KafkaConnection, end_offsets, partitions_of
 from service.periodic import Every
+from service.status import input_lag
 from service.store import Store
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,8 @@ class MetricsRefresher:
         m, p = self.metrics, self.metrics.pipeline
         stored = decode_entries(self.store.scan(offset_prefix(self.topic))).next_offsets(self.topic)
         ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
-        for partition, (low, high) in ends.items():
-            m.input_lag.labels(p, str(partition)).set(max(0, high - stored.get(partition, low)))
+        for partition, lag in input_lag(stored, ends).items():
+            m.input_lag.labels(p, str(partition)).set(lag)
         m.store_keys.labels(p).set(self.store.key_count())
         m.store_bytes.labels(p).set(_dir_size(self.store.path))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,11 @@ class Status:
                                for p in self.partitions]}
 
 
+def input_lag(stored: Mapping[int, int], ends: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+    """Records per partition beyond the store's next offset; all of them when it has none."""
+    return {p: max(0, high - stored.get(p, low)) for p, (low, high) in ends.items()}
+
+
 def read_status(conn: KafkaConnection, state_dir: Path, topic: str) -> Status:
     store_path = state_dir / "store"
     with Store(store_path, read_only=True) as store:
@@ -53,8 +59,8 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str) -> Status:
         ends = end_offsets(consumer, topic, partitions_of(conn, topic))
     finally:
         consumer.close()
-    lags = [PartitionLag(p, stored.get(p), high, max(0, high - stored.get(p, low)))
-            for p, (low, high) in sorted(ends.items())]
+    lag = input_lag(stored, ends)
+    lags = [PartitionLag(p, stored.get(p), high, lag[p]) for p, (_low, high) in sorted(ends.items())]
     return Status(store_path, topic, lags, last, max(reserved.commits.values(), default=0))
 
 
