@@ -9,31 +9,27 @@ figure is an upper bound of what the tree holds.
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import psutil
+
+from service.periodic import Every
 
 SAMPLE_EVERY_S = 0.2
 
 
-class RssSampler(threading.Thread):
+class RssSampler:
     def __init__(self, pid: int, interval_s: float = SAMPLE_EVERY_S) -> None:
-        super().__init__(name=f"rss-{pid}", daemon=True)
         self.pid = pid
-        self.interval_s = interval_s
         self.peak = 0
         self.peak_parts: dict[str, int] = {}
-        self._halt = threading.Event()
+        self._every = Every(interval_s, self.sample, f"rss-{pid}")
 
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.sample()
-            self._halt.wait(self.interval_s)
+    def start(self) -> None:
+        self.sample()
+        self._every.start()
 
     def stop(self) -> None:
-        self._halt.set()
-        if self.is_alive():
-            self.join()
+        self._every.stop()
 
     def sample(self) -> None:
         parts = tree_rss(self.pid)

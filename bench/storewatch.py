@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import BrewError
+from service.periodic import Every
 from service.store import Store
 
 
@@ -27,25 +28,20 @@ class Sample:
     processed: int
 
 
-class StoreWatcher(threading.Thread):
+class StoreWatcher:
     def __init__(self, store_path: Path, topic: str, interval_s: float) -> None:
-        super().__init__(name="store-watch", daemon=True)
         self.store_path = store_path
         self.topic = topic
-        self.interval_s = interval_s
         self.samples: list[Sample] = []
-        self._halt = threading.Event()
         self._lock = threading.Lock()
+        self._every = Every(interval_s, self.poll, "store-watch")
 
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.poll()
-            self._halt.wait(self.interval_s)
+    def start(self) -> None:
+        self.poll()
+        self._every.start()
 
     def stop(self) -> None:
-        self._halt.set()
-        if self.is_alive():
-            self.join()
+        self._every.stop()
 
     def poll(self) -> Sample | None:
         if not (self.store_path / "CURRENT").exists():

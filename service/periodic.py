@@ -1,4 +1,5 @@
-"""A call repeated on a daemon thread: the board, the windows table, the metrics refresher."""
+"""A call repeated on a daemon thread: the board, the windows table, the metrics refresher,
+the benchmark's samplers."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ class Every:
     """Runs ``fn`` every ``interval_s`` until stopped. A failing call is logged and the next
     one still comes: what runs here must never take the daemon down."""
 
-    def __init__(self, interval_s: float, fn: Callable[[], None], name: str) -> None:
+    def __init__(self, interval_s: float, fn: Callable[[], object], name: str) -> None:
         self.interval_s, self.fn, self.name = interval_s, fn, name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
