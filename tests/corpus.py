@@ -51,6 +51,41 @@ BAD_ORDERS: list[tuple[str, bytes | None, str]] = [
      "item 1: quantity is missing"),
     ("lone surrogate drink", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "\\ud800", "quantity": 1}]}',
      "drink is not valid Unicode"),
+    ("items number", b'{"order_id": "o", "shop_id": "s", "items": 5}', "items is not a list"),
+    ("items true", b'{"order_id": "o", "shop_id": "s", "items": true}', "items is not a list"),
+    ("item a list", b'{"order_id": "o", "shop_id": "s", "items": [[1]]}', "item 0 is not an object"),
+    ("drink object", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": {"a": 1}, "quantity": 1}]}',
+     "item 0: drink is not a string"),
+    ("quantity 1e400", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1e400}]}',
+     "item 0: quantity is not an integer"),
+    ("quantity NaN", b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": NaN}]}',
+     "item 0: quantity is not an integer"),
+    ("quantity of 5000 digits",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": ' + b"9" * 5000 + b"}]}",
+     "item 0: quantity 99999999999999999... out of range"),
+    ("order_id list", b'{"order_id": ["a"], "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}]}',
+     "order_id is not a string"),
+    ("shop_id object", b'{"order_id": "o", "shop_id": {}, "items": [{"drink": "latte", "quantity": 1}]}',
+     "shop_id is not a string"),
+    ("lone surrogate shop_id", b'{"order_id": "o", "shop_id": "\\udc00", "items": [{"drink": "latte", "quantity": 1}]}',
+     "shop_id is not valid Unicode"),
+    ("drink over the name limit",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}, {"drink": "'
+     + b"x" * 257 + b'", "quantity": 1}]}',
+     "item 1: drink is 257 bytes, over the 256-byte limit"),
+    ("duplicate items key, the last one bad",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}], "items": 5}',
+     "items is not a list"),
+    ("NaN in an extra field",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}], "note": NaN}',
+     "a number is not finite"),
+    ("integer beyond a double in an extra field",
+     b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}], "note": 1' + b"0" * 400 + b"}",
+     "a number is out of range"),
+    ("byte order mark", b'\xef\xbb\xbf{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}]}',
+     "not JSON"),
+    ("NUL bytes", b"\x00" * 16, "not JSON"),
+    ("nested too deep", b"[" * 100_000, "not JSON"),
 ]
 
 GOOD_EDGE_ORDERS: list[tuple[bytes, dict[str, int]]] = [
@@ -60,4 +95,12 @@ GOOD_EDGE_ORDERS: list[tuple[bytes, dict[str, int]]] = [
      b'{"drink": "latte", "quantity": 2}], "extra": {"note": "x"}}', {"latte": 3}),
     ('{"order_id": "o", "shop_id": "s", "items": [{"drink": "caf\u00e9 cr\u00e8me \u2615", "quantity": 1}]}'.encode(),
      {"caf\u00e9 cr\u00e8me \u2615": 1}),
+    # A repeated key: its last value counts.
+    (b'{"order_id": "o", "shop_id": "s", "items": 5, "items": [{"drink": "latte", "quantity": 1}]}', {"latte": 1}),
+    # A drink name of exactly the limit, 256 bytes of UTF-8 in 128 characters.
+    (b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "' + "\u00e9".encode() * 128
+     + b'", "quantity": 1}]}', {"\u00e9" * 128: 1}),
+    # Extra fields may hold what a double holds, nested up to 1024 levels.
+    (b'{"order_id": "o", "shop_id": "s", "items": [{"drink": "latte", "quantity": 1}], "n": 18446744073709551616, '
+     b'"deep": ' + b"[" * 1000 + b"]" * 1000 + b"}", {"latte": 1}),
 ]
