@@ -3,46 +3,52 @@
 Each Spark task parses its rows with orjson and sums drinks locally (a partial count),
 so only a handful of rows per task cross to the driver: one per drink, one per input
 partition for its highest offset, one for the number of good orders, and the bad
-orders themselves (whole, for the DLQ). ``partial_counts`` runs on the executors;
+orders (cut to what the DLQ holds, or only their position once the task's budget is
+spent: see ``service.badrecords``). ``partial_counts`` runs on the executors;
 ``merge_partials`` on the driver. Both are pure and tested without Spark.
+
+Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
+counted or becomes a bad record with a reason; an unexpected exception in one record is
+the reason ``internal: <type>``, never a failed batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from service.badrecords import BadRecord, CarryBudget, carry
+from service.limits import MAX_NAME_BYTES
 from service.orders import BadOrder, count_drinks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# Row kinds of the partial output.
-DRINK, ORDERS, OFFSET, BAD = "drink", "orders", "offset", "bad"
+# Row kinds of the partial output: BAD carries the record's (cut) bytes, REF only its position.
+DRINK, ORDERS, OFFSET, BAD, REF = "drink", "orders", "offset", "bad", "ref"
 
 PARTIAL_SCHEMA = pa.schema([
     ("kind", pa.string()),
     ("name", pa.string()),       # drink, or the reason of a bad order
-    ("n", pa.int64()),           # quantity, order count, or highest offset seen
+    ("n", pa.int64()),           # quantity, order count, highest offset seen, or a bad value's size
     ("partition", pa.int32()),
     ("offset", pa.int64()),
     ("key", pa.binary()),
     ("value", pa.binary()),
+    ("ksize", pa.int64()),       # a bad record's key size
 ])
 PARTIAL_DDL = ("kind string, name string, n long, partition int, offset long, "
-               "key binary, value binary")
+               "key binary, value binary, ksize long")
+DEFAULT_DLQ_RECORD_BYTES = 1_000_000
 
 
-@dataclass(frozen=True)
-class BadRecord:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    reason: str
+def internal_reason(exc: BaseException) -> str:
+    """The DLQ reason of a record whose processing raised something unexpected."""
+    return f"internal: {type(exc).__name__}"
 
 
 @dataclass
@@ -57,12 +63,14 @@ class BatchAggregate:
         return not self.next_offsets
 
 
-def partial_counts(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_NAME_BYTES,
+                   dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out."""
     totals: dict[str, int] = {}
     good = 0
     highest: dict[int, int] = {}
     bad: list[BadRecord] = []
+    budget = CarryBudget()
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -70,17 +78,28 @@ def partial_counts(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         values = batch.column("value").to_pylist()
         for i, raw in enumerate(values):
             try:
-                drinks = count_drinks(raw)
+                drinks = count_drinks(raw, max_name_bytes=max_name_bytes)
             except BadOrder as exc:
-                bad.append(BadRecord(
-                    batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py(),
-                    batch.column("key")[i].as_py(), raw, str(exc),
-                ))
+                bad.append(_bad(batch, i, raw, str(exc), budget, dlq_record_bytes))
+                continue
+            except Exception as exc:  # total per record: see the module docstring
+                bad.append(_bad(batch, i, raw, internal_reason(exc), budget, dlq_record_bytes))
                 continue
             good += 1
             for drink, qty in drinks.items():
                 totals[drink] = totals.get(drink, 0) + qty
     yield _partial_batch(totals, good, highest, bad)
+
+
+def _bad(batch: pa.RecordBatch, i: int, raw: bytes | None, reason: str, budget: CarryBudget,
+         dlq_record_bytes: int) -> BadRecord:
+    p, o = batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py()
+    key = batch.column("key")[i].as_py()
+    key_size, value_size = len(key or b""), len(raw or b"")
+    cut_key, cut_value = carry(key, raw, dlq_record_bytes)
+    if budget.take(cut_key, cut_value):
+        return BadRecord(p, o, cut_key, cut_value, reason, key_size, value_size)
+    return BadRecord(p, o, None, None, reason, key_size, value_size, carried=False)
 
 
 def _track_highest(batch: pa.RecordBatch, highest: dict[int, int]) -> None:
@@ -96,8 +115,9 @@ def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, i
     rows: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
 
     def add(kind: str, name: str | None = None, n: int | None = None, partition: int | None = None,
-            offset: int | None = None, key: bytes | None = None, value: bytes | None = None) -> None:
-        for col, v in zip(PARTIAL_SCHEMA.names, (kind, name, n, partition, offset, key, value), strict=True):
+            offset: int | None = None, key: bytes | None = None, value: bytes | None = None,
+            ksize: int | None = None) -> None:
+        for col, v in zip(PARTIAL_SCHEMA.names, (kind, name, n, partition, offset, key, value, ksize), strict=True):
             rows[col].append(v)
 
     for drink, qty in totals.items():
@@ -107,7 +127,8 @@ def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, i
     for p, top in highest.items():
         add(OFFSET, n=top, partition=p)
     for b in bad:
-        add(BAD, name=b.reason, partition=b.partition, offset=b.offset, key=b.key, value=b.value)
+        add(BAD if b.carried else REF, name=b.reason, n=b.value_size, partition=b.partition, offset=b.offset,
+            key=b.key, value=b.value, ksize=b.key_size)
     return pa.RecordBatch.from_pydict(rows, schema=PARTIAL_SCHEMA)
 
 
@@ -123,9 +144,9 @@ def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
         elif kind == OFFSET:
             p = row["partition"]
             agg.next_offsets[p] = max(agg.next_offsets.get(p, 0), row["n"] + 1)
-        elif kind == BAD:
-            agg.bad.append(BadRecord(row["partition"], row["offset"], _bytes(row["key"]),
-                                     _bytes(row["value"]), row["name"]))
+        elif kind in (BAD, REF):
+            agg.bad.append(BadRecord(row["partition"], row["offset"], _bytes(row["key"]), _bytes(row["value"]),
+                                     row["name"], row["ksize"], row["n"], carried=kind == BAD))
         else:
             raise ValueError(f"unknown partial row kind {kind!r}")
     agg.bad.sort(key=lambda b: (b.partition, b.offset))
@@ -136,12 +157,19 @@ def _bytes(v: Any) -> bytes | None:
     return None if v is None else bytes(v)
 
 
-def aggregate_batch(df: DataFrame, applied: Mapping[int, int]) -> BatchAggregate:
+def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: int = MAX_NAME_BYTES,
+                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> BatchAggregate:
     """Drop rows below the store's next offsets, then count the rest in Spark."""
     from pyspark.sql import functions as F
 
     fresh = df.select("key", "value", "partition", "offset")
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
-    partials = fresh.mapInArrow(partial_counts, PARTIAL_DDL).collect()
-    return merge_partials(r.asDict() for r in partials)
+    fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
+    return merge_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))
+
+
+def collect_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
+    """The rows of a small result as dicts, through Arrow (no Row objects), batch by batch."""
+    for batch in df.toArrow().to_batches():
+        yield from batch.to_pylist()

@@ -9,16 +9,21 @@ use ``ts``.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
-from service.kafka import KafkaConnection
+from confluent_kafka import KafkaException
+
+from service.kafka import RECORD_OVERHEAD, KafkaConnection, max_record_bytes
 from service.periodic import Every
 from service.store import Store
 from service.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
+
+log = logging.getLogger("brewstream")
 
 
 class BoardFlusher:
@@ -34,6 +39,7 @@ class BoardFlusher:
         self.on_flush = on_flush
         self.seq = 0
         self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
+        self._max_bytes = max_record_bytes(conn, topic) - RECORD_OVERHEAD
         self._every = Every(interval_s, self.flush, "top-N flush")
 
     def start(self) -> None:
@@ -52,8 +58,12 @@ class BoardFlusher:
         ranked = top_n(state.counts, self.n)
         self.seq += 1
         print(board_text(now, state.processed_orders, self.n, ranked), file=self.out, flush=True)
-        self._producer.produce(self.topic, key=SNAPSHOT_KEY,
-                               value=snapshot_record(self.seq, now, state.processed_orders, ranked))
-        self._producer.poll(0)
+        record = snapshot_record(self.seq, now, state.processed_orders, ranked, self._max_bytes)
+        try:
+            self._producer.produce(self.topic, key=SNAPSHOT_KEY, value=record)
+            self._producer.poll(0)
+        except (BufferError, KafkaException) as exc:
+            # Snapshots are best effort by design (see above): the next one replaces this.
+            log.warning("top-N snapshot not sent: %s", exc)
         if self.on_flush is not None:
             self.on_flush(time.monotonic() - started)

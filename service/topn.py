@@ -34,10 +34,25 @@ def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked]) -> s
     return "\n".join(lines)
 
 
-def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked]) -> bytes:
-    return orjson.dumps({
-        "seq": seq,
-        "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "processed_orders": processed,
-        "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in ranked],
-    })
+def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked],
+                    max_bytes: int | None = None) -> bytes:
+    """The JSON snapshot; with ``max_bytes``, the ranking is cut from the bottom until it fits."""
+    def encode(rows: list[Ranked]) -> bytes:
+        return orjson.dumps({
+            "seq": seq,
+            "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "processed_orders": processed,
+            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in rows],
+        })
+
+    record = encode(ranked)
+    if max_bytes is None or len(record) <= max_bytes:
+        return record
+    lo, hi = 0, len(ranked)  # the longest prefix that fits lies in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if len(encode(ranked[:mid])) <= max_bytes:
+            lo = mid
+        else:
+            hi = mid
+    return encode(ranked[:lo])

@@ -4,8 +4,13 @@ Every task judges its events against the watermark the batch started with (a con
 for the whole batch) and returns partial results: one row per window touched, per
 in-batch session, per input partition and per table window, plus the records that
 must travel whole: late ones (for the late topic), bad ones (for the DLQ) and the
-members of sessions that may turn out to be late once merged with the store's.
+members of sessions that may turn out to be late once merged with the store's. Those
+travel cut to what an output record holds, and only as their position once the task's
+budget is spent (``service.badrecords``); the driver reads such records back.
 ``partial_windows`` runs on the executors, ``merge_window_partials`` on the driver.
+
+Per-record code is total (DESIGN.md invariant 8): an unexpected exception in one event
+makes it a bad record with the reason ``internal: <type>``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from service.aggregate import BadRecord
+from service.aggregate import internal_reason
+from service.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry
+from service.limits import MAX_NAME_BYTES
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
 from service.windows.events import EVENT_TIME, BadEvent, parse_event
 from service.windows.watermark import closed, passed
@@ -32,9 +39,12 @@ PARTIAL_SCHEMA = pa.schema([
     ("kind", pa.string()), ("part", pa.int32()), ("off", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
     ("name", pa.string()), ("n", pa.int64()), ("amount", pa.int64()), ("late_acc", pa.int64()),
     ("aux", pa.int64()), ("rkey", pa.binary()), ("value", pa.binary()), ("headers", pa.binary()),
+    ("ksize", pa.int64()), ("vsize", pa.int64()), ("carried", pa.bool_()),
 ])
 PARTIAL_DDL = ("kind string, part int, off long, start long, end long, name string, n long, amount long, "
-               "late_acc long, aux long, rkey binary, value binary, headers binary")
+               "late_acc long, aux long, rkey binary, value binary, headers binary, ksize long, vsize long, "
+               "carried boolean")
+DEFAULT_RECORD_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,9 @@ class RawRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]]
+    key_size: int | None = None  # original sizes, when key/value were cut on the way
+    value_size: int | None = None
+    carried: bool = True  # False: only the position travelled; read the record back
 
 
 @dataclass
@@ -65,19 +78,33 @@ class WindowBatch:
 
 
 def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_start: int | None,
-                    table_ns: int) -> Iterator[pa.RecordBatch]:
+                    table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
+                    record_bytes: int = DEFAULT_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, partial rows out."""
     out: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
+    budget = CarryBudget()
+    held = CarryBudget(4 * TASK_CARRY_BUDGET)  # session events kept while their sessions are open
 
     def row(kind: str, **cols: Any) -> None:
         for name in PARTIAL_SCHEMA.names:
             out[name].append(kind if name == "kind" else cols.get(name))
 
+    def whole(kind: str, key: bytes | None, value: bytes | None, headers: bytes | None, **cols: Any) -> None:
+        """A row for a record that must reach an output whole: cut, or its position only."""
+        ksize, vsize = len(key or b""), len(value or b"")
+        key, value = carry(key, value, record_bytes)
+        if headers is not None and len(headers) > record_bytes // 4:
+            headers = None  # read back with the record, like its bytes
+        carried = headers is not None and budget.take(key, value)
+        if not carried:
+            key = value = headers = None
+        row(kind, rkey=key, value=value, headers=headers, ksize=ksize, vsize=vsize, carried=carried, **cols)
+
     fixed: dict[tuple[int, int], list[int]] = {}
     table: dict[int, int] = {}
     highest: dict[int, list[int]] = {}  # partition -> [max offset, max event ns]
     per_shop: dict[str, list[tuple[int, int, int]]] = {}
-    raws: list[tuple[int, int, bytes | None, bytes | None, list[dict[str, Any]]]] = []
+    raws: list[tuple[int, int, bytes | None, bytes | None, list[dict[str, Any]] | None]] = []
     total = no_header = 0
     for batch in batches:
         cols = {name: batch.column(name).to_pylist() for name in ("key", "value", "partition", "offset", "ts_us",
@@ -88,11 +115,19 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
             total += 1
             top = highest.setdefault(p, [-1, -(1 << 62)])
             top[0] = max(top[0], o)
-            event_time = next((h["value"] for h in headers if h["key"] == EVENT_TIME), None)
             try:
-                ev = parse_event(value, event_time, cols["ts_us"][i] * 1000)
+                stamps = [h["value"] for h in headers if h["key"] == EVENT_TIME]
+                if stamps and stamps[0] is None:
+                    raise BadEvent("event-time header is null")
+                event_time = stamps[0] if stamps else None
+                ts_us = cols["ts_us"][i]
+                ev = parse_event(value, event_time, ts_us * 1000 if ts_us is not None else -1,
+                                 max_name_bytes=max_name_bytes)
             except BadEvent as exc:
-                row(BAD, part=p, off=o, name=str(exc), rkey=cols["key"][i], value=value)
+                whole(BAD, cols["key"][i], value, b"[]", part=p, off=o, name=str(exc))
+                continue
+            except Exception as exc:  # total per record: see the module docstring
+                whole(BAD, cols["key"][i], value, b"[]", part=p, off=o, name=internal_reason(exc))
                 continue
             no_header += not ev.has_header
             top[1] = max(top[1], ev.event_ns)
@@ -100,12 +135,13 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
             table[t_start] = table.get(t_start, 0) + 1
             if spec.kind == SESSION:
                 per_shop.setdefault(ev.shop_id, []).append((ev.event_ns, ev.amount_cents, len(raws)))
-                raws.append((p, o, cols["key"][i], value, headers))
+                # Kept in case the session turns out late; past the budget, its position only.
+                key = cols["key"][i]
+                raws.append((p, o, key, value, headers) if held.take(key, value) else (p, o, None, None, None))
                 continue
             for start, end in assign(ev.event_ns, spec):
                 if closed(end, spec.allowed_ns, wm_start):
-                    row(LATE, part=p, off=o, start=start, end=end, rkey=cols["key"][i], value=value,
-                        headers=_headers_json(headers))
+                    whole(LATE, cols["key"][i], value, _headers_json(headers), part=p, off=o, start=start, end=end)
                     continue
                 acc = fixed.setdefault((start, end), [0, 0, 0])
                 acc[0] += 1
@@ -122,8 +158,8 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
                 # driver can tell, so the members travel along.
                 for idx in s.members:
                     p, o, key, value, headers = raws[idx]
-                    row(CANDIDATE, part=p, off=o, start=s.start_ns, name=shop, rkey=key, value=value,
-                        headers=_headers_json(headers))
+                    whole(CANDIDATE, key, value, None if headers is None else _headers_json(headers), part=p,
+                          off=o, start=s.start_ns, name=shop)
     for p, (max_off, max_event) in highest.items():
         row(PART, part=p, off=max_off, aux=max_event)
     for start, count in table.items():
@@ -138,7 +174,8 @@ def _headers_json(headers: list[dict[str, Any]]) -> bytes:
 
 def _raw(row: Mapping[str, Any]) -> RawRecord:
     headers = [(k, bytes.fromhex(v)) for k, v in orjson.loads(row["headers"] or b"[]")]
-    return RawRecord(row["part"], row["off"], _bytes(row["rkey"]), _bytes(row["value"]), headers)
+    return RawRecord(row["part"], row["off"], _bytes(row["rkey"]), _bytes(row["value"]), headers,
+                     row["ksize"], row["vsize"], bool(row["carried"]))
 
 
 def _bytes(v: Any) -> bytes | None:
@@ -171,7 +208,8 @@ def merge_window_partials(rows: Iterable[Mapping[str, Any]]) -> WindowBatch:
         elif kind == TABLE:
             b.table[r["start"]] = b.table.get(r["start"], 0) + r["n"]
         elif kind == BAD:
-            b.bad.append(BadRecord(r["part"], r["off"], _bytes(r["rkey"]), _bytes(r["value"]), r["name"]))
+            b.bad.append(BadRecord(r["part"], r["off"], _bytes(r["rkey"]), _bytes(r["value"]), r["name"],
+                                   r["ksize"], r["vsize"], bool(r["carried"])))
         elif kind == META:
             b.total += r["n"]
             b.no_header += r["aux"]
@@ -189,14 +227,18 @@ def merge_window_partials(rows: Iterable[Mapping[str, Any]]) -> WindowBatch:
 
 
 def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec, wm_start: int | None,
-                     table_ns: int) -> WindowBatch:
+                     table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
+                     record_bytes: int = DEFAULT_RECORD_BYTES) -> WindowBatch:
     """Drop rows below the store's next offsets, then window the rest in Spark."""
     from functools import partial
 
     from pyspark.sql import functions as F
 
+    from service.aggregate import collect_rows
+
     fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
-    fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns)
-    return merge_window_partials(r.asDict() for r in fresh.mapInArrow(fn, PARTIAL_DDL).collect())
+    fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
+                 record_bytes=record_bytes)
+    return merge_window_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))

@@ -30,3 +30,19 @@ def test_snapshot_format() -> None:
     doc = orjson.loads(snapshot_record(17, now, 1234, [Ranked(1, "latte", 310)]))
     assert doc == {"seq": 17, "ts": "2026-11-22T10:00:05Z", "processed_orders": 1234,
                    "top": [{"rank": 1, "drink": "latte", "count": 310}]}
+
+
+def test_a_snapshot_too_big_for_a_record_is_cut_from_the_bottom() -> None:
+    from datetime import UTC, datetime
+
+    import orjson
+
+    from service.topn import snapshot_record, top_n
+
+    counts = {f"{'d' * 200}{i:04d}": 1000 - i for i in range(500)}
+    ranked = top_n(counts, 500)
+    full = snapshot_record(1, datetime(2026, 1, 1, tzinfo=UTC), 5, ranked)
+    cut = snapshot_record(1, datetime(2026, 1, 1, tzinfo=UTC), 5, ranked, max_bytes=len(full) // 3)
+    assert len(cut) <= len(full) // 3
+    rows = orjson.loads(cut)["top"]
+    assert 0 < len(rows) < 500 and [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
