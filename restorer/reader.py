@@ -5,10 +5,16 @@ it sees whole transactions only and the end offset of each partition is its last
 stable offset. It stops on the consumer's *position* reaching the end, never on a
 record at end-1: transaction markers and compaction leave gaps in the offsets.
 
-From position 0 this is a full restore after disk loss; from the positions a store
-already holds it is the catch-up that runs before every start. Either way the result
-lands in one synced WriteBatch, together with the new positions, so a reader killed
-half-way leaves the store as it was.
+From offset 0 this is a full restore after disk loss; from the positions a store
+already holds it is the catch-up that runs before every start (``restorer.integrity``
+decides which, and refuses a changelog that cannot serve the store). Either way the
+result lands in one synced WriteBatch, together with the new positions and the
+changelog's identity, so a reader killed half-way leaves the store as it was.
+
+A read always ends: it is bounded by the end offsets taken when it starts, it begins at
+the first offset the partition still holds, and a partition that makes no progress for
+``STALL_TIMEOUT_S`` stops it with an error instead of a wait for records that
+compaction or deletion removed.
 
 Every transaction writes a commit marker with its sequence number to every changelog
 partition. The end offsets of different partitions are read at slightly different
@@ -20,27 +26,33 @@ offsets fixes a cut that is not.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
 from service.codec import (
+    CHANGELOG_PARTITIONS,
+    CHANGELOG_TOPIC_ID,
     U64_LEN,
     Entry,
     commit_prefix,
     decode_entries,
     encode_u64,
     is_local,
+    local_key,
     position_key,
     position_prefix,
+    shape_prefix,
 )
 from service.errors import BrewError
-from service.kafka import KafkaConnection, end_offsets, partitions_of
+from service.kafka import KafkaConnection, describe_topic, end_offsets
 from service.store import Store
 
 POLL_BATCH = 10_000
 CONSISTENT_CUT_TIMEOUT_S = 30.0
+STALL_TIMEOUT_S = 30.0
 
 # (partition, start, position, end) after each poll; the CLI turns it into progress bars.
 ProgressFn = Callable[[int, int, int, int], None]
@@ -51,10 +63,6 @@ ValueCheck = Callable[[bytes, bytes], "str | None"]
 def check_count(key: bytes, value: bytes) -> str | None:
     """The drink-count store: every value is an 8-byte count."""
     return None if len(value) == U64_LEN else f"{len(value)}-byte value; expected {U64_LEN}"
-
-
-class ChangelogBehindStore(BrewError):
-    """The changelog ends before what the store has applied: it was deleted or recreated."""
 
 
 @dataclass(frozen=True)
@@ -71,37 +79,48 @@ class RestoreResult:
                 f"partitions={self.partitions} in {self.seconds:.1f} s")
 
 
-def pending(conn: KafkaConnection, topic: str, store: Store) -> dict[int, tuple[int, int]]:
-    """(position, end) of each changelog partition the store has not fully applied."""
-    partitions = partitions_of(conn, topic)
-    start = _positions(store)
+def view_changelog(conn: KafkaConnection, topic: str) -> ChangelogView:
+    """The changelog's identity, and the first and end offset of each partition, now."""
+    shape = describe_topic(conn.admin(), topic)
     consumer = _reader(conn)
     try:
-        ends = _ends(consumer, topic, partitions, start)
+        offsets = end_offsets(consumer, topic, list(range(shape.partitions)))
     finally:
         consumer.close()
-    return {p: (start.get(p, 0), e) for p, e in ends.items() if start.get(p, 0) < e}
+    return ChangelogView(topic, shape.topic_id, shape.partitions, {p: lo for p, (lo, _) in offsets.items()},
+                         {p: hi for p, (_, hi) in offsets.items()})
 
 
-def apply_changelog(conn: KafkaConnection, topic: str, store: Store,
+def store_facts(store: Store) -> StoreFacts:
+    """What the store recorded about its changelog."""
+    topic_id, partitions = store.local(CHANGELOG_TOPIC_ID), store.local(CHANGELOG_PARTITIONS)
+    return StoreFacts(not store.holds_state(), _positions(store), topic_id.decode() if topic_id else None,
+                      int(partitions) if partitions else None)
+
+
+def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapping[int, int] | None = None,
                     on_progress: ProgressFn | None = None, check_value: ValueCheck = check_count,
-                    cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S) -> RestoreResult:
-    """Read every partition from the store's position to its end and apply it, atomically."""
+                    cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S,
+                    built_partitions: int | None = None) -> RestoreResult:
+    """Read every partition from ``start`` (default: the store's positions) to its end and
+    apply it, atomically. Its shape markers must name the partition count it has now
+    (or ``built_partitions``, when moving a store off a changelog that grew)."""
     started = time.monotonic()
-    partitions = partitions_of(conn, topic)
-    positions = _positions(store)
-    start = {p: positions.get(p, 0) for p in partitions}
+    view = view_changelog(conn, topic)
+    partitions = list(range(view.partitions))
+    positions = _positions(store) if start is None else dict(start)
+    first = {p: max(positions.get(p, 0), view.low.get(p, 0)) for p in partitions}
     consumer = _reader(conn)
     latest: dict[bytes, bytes | None] = {}
     records = 0
 
     def report(partition: int, position: int, end: int) -> None:
         if on_progress is not None:
-            on_progress(partition, start[partition], position, end)
+            on_progress(partition, first[partition], position, end)
 
     try:
-        ends = _ends(consumer, topic, partitions, start)
-        reached = dict(start)
+        ends = _ends(consumer, topic, partitions)
+        reached = dict(first)
         deadline = time.monotonic() + cut_timeout
         while True:
             records += _read_until(consumer, topic, reached, ends, latest, check_value, report)
@@ -114,18 +133,34 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store,
                     f"partition: {split}); is another writer committing to it? try again"
                 )
             time.sleep(0.2)
-            ends = _ends(consumer, topic, partitions, reached)
+            ends = {p: max(e, reached[p]) for p, e in _ends(consumer, topic, partitions).items()}
     finally:
         consumer.close()
+    _check_shape(topic, built_partitions or view.partitions, latest)
     entries: list[Entry] = list(latest.items())
-    entries += [(position_key(p), encode_u64(e)) for p, e in reached.items() if e > start[p]]
+    entries += [(position_key(p), encode_u64(e)) for p, e in reached.items() if e > positions.get(p, -1)]
+    entries += [(local_key(CHANGELOG_TOPIC_ID), view.topic_id.encode()),
+                (local_key(CHANGELOG_PARTITIONS), str(view.partitions).encode())]
     store.commit(entries)
-    return RestoreResult(records, len(latest), len(partitions), time.monotonic() - started, start, reached)
+    return RestoreResult(records, len(latest), len(partitions),
+                         time.monotonic() - started, first, reached)
+
+
+def _check_shape(topic: str, partitions: int, latest: Mapping[bytes, bytes | None]) -> None:
+    """Shape markers name the partition count each partition was written with."""
+    shapes = decode_entries((k, v) for k, v in latest.items() if v is not None and k.startswith(shape_prefix()))
+    built = {n for n in shapes.shapes.values() if n != partitions}
+    if built:
+        raise ChangelogRefused(shape_message(topic, partitions, min(built)))
 
 
 def _reader(conn: KafkaConnection) -> Consumer:
     return conn.consumer({
         "isolation.level": "read_committed",
+        # Records below the first offset left are never asked for; anything else out of
+        # range is an error to report, not a silent jump to the end.
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
         "fetch.max.bytes": 64 * 1024 * 1024,
         # librdkafka stops fetching a partition for this long whenever its local queue is
         # full; the 1 s default leaves a restore idle most of the time.
@@ -138,52 +173,61 @@ def _positions(store: Store) -> dict[int, int]:
     return decode_entries(store.scan(position_prefix())).positions
 
 
-def _ends(consumer: Consumer, topic: str, partitions: list[int], start: dict[int, int]) -> dict[int, int]:
-    """End offsets (LSOs); a changelog that ends before the store's positions is an error."""
-    ends = {p: high for p, (_, high) in end_offsets(consumer, topic, partitions).items()}
-    behind = {p: (start.get(p, 0), e) for p, e in ends.items() if e < start.get(p, 0)}
-    if behind:
-        raise ChangelogBehindStore(
-            f"changelog {topic} ends before what the store has applied (position, end: {behind}); "
-            "it was deleted or recreated"
-        )
-    return ends
+def _ends(consumer: Consumer, topic: str, partitions: list[int]) -> dict[int, int]:
+    """End offsets: with read_committed, each partition's last stable offset."""
+    return {p: high for p, (_, high) in end_offsets(consumer, topic, partitions).items()}
 
 
 def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: dict[int, int],
                 latest: dict[bytes, bytes | None], check_value: ValueCheck,
-                report: Callable[[int, int, int], None]) -> int:
+                report: Callable[[int, int, int], None], stall_s: float = STALL_TIMEOUT_S) -> int:
     """Consume each partition from ``reached`` to ``ends``; keep the last value per key."""
     todo = {p for p, e in ends.items() if reached[p] < e}
     if not todo:
         return 0
     consumer.assign([TopicPartition(topic, p, reached[p]) for p in sorted(todo)])
     records = 0
+    last_progress = time.monotonic()
     while todo:
         try:
             messages = consumer.consume(num_messages=POLL_BATCH, timeout=0.5)
         except KafkaException as exc:
             raise BrewError(f"reading changelog {topic} failed: {exc.args[0].str()}") from None
+        done: set[int] = set()
+        before = dict(reached)
         for msg in messages:
+            p, offset = msg.partition() or 0, msg.offset() or 0
             err = msg.error()
             if err is not None:
-                raise BrewError(f"reading changelog {topic} failed: {err.str()}")
-            p, offset, key = msg.partition() or 0, msg.offset() or 0, msg.key()
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if p in todo and offset >= ends[p]:
+                        done.add(p)
+                    continue
+                raise BrewError(f"reading changelog {topic}[{p}] failed: {err.str()}")
             if offset >= ends[p]:
                 continue  # newer than the cut; a later run applies it
-            key = _checked_key(topic, p, offset, key, msg.value(), check_value)
+            key = _checked_key(topic, p, offset, msg.key(), msg.value(), check_value)
             latest[key] = msg.value() or None
             records += 1
-        done = []
+            reached[p] = max(reached[p], offset + 1)
         for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
-            reached[tp.partition] = min(max(tp.offset, reached[tp.partition]), ends[tp.partition])
-            if tp.offset >= ends[tp.partition]:
-                reached[tp.partition] = ends[tp.partition]
-                done.append(tp.partition)
-            report(tp.partition, reached[tp.partition], ends[tp.partition])
-        if done:
-            consumer.pause([TopicPartition(topic, p) for p in done])
+            if tp.offset >= 0:  # negative: nothing consumed yet (OFFSET_INVALID)
+                reached[tp.partition] = min(max(tp.offset, reached[tp.partition]), ends[tp.partition])
+            if reached[tp.partition] >= ends[tp.partition]:
+                done.add(tp.partition)
+        for p in done & todo:
+            reached[p] = ends[p]
+        for p in sorted(todo):
+            report(p, reached[p], ends[p])
+        if done & todo:
+            consumer.pause([TopicPartition(topic, p) for p in sorted(done & todo)])
             todo.difference_update(done)
+        if reached != before or messages:
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > stall_s:
+            stuck = {p: (reached[p], ends[p]) for p in sorted(todo)}
+            raise BrewError(f"reading changelog {topic} made no progress for {stall_s:.0f}s (partition: (position, "
+                            f"end) {stuck}); is the broker healthy? start again to retry")
     consumer.unassign()
     return records
 

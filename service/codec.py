@@ -6,8 +6,14 @@ markers) lives under keys that start with 0xFF: that byte never occurs in UTF-8,
 such a key can never be a drink name. All values are 8-byte big-endian unsigned ints.
 An empty value is a tombstone.
 
-One family of keys is local to the store and never published: the changelog position
-per changelog partition, i.e. how far into the changelog the store has applied.
+Two families of keys are local to the store and never published: the changelog position
+per changelog partition (how far into the changelog the store has applied), and facts
+about the topics the store was built against (the changelog's topic id and partition
+count, the input's topic id), whose values are raw bytes rather than counts.
+
+Every transaction also writes a shape marker to each changelog partition: the partition
+count the changelog had when it was written. A restore that finds another count refuses,
+because keys would then hash to other partitions than their older values.
 """
 
 from __future__ import annotations
@@ -21,11 +27,22 @@ _OFFSET = RESERVED + b"offset\x00"
 _META = RESERVED + b"meta\x00"
 _COMMIT = RESERVED + b"commit\x00"
 _POSITION = RESERVED + b"position\x00"
+_SHAPE = RESERVED + b"shape\x00"
+_LOCAL = RESERVED + b"local\x00"
+U64_MAX = 2**64 - 1
 
 # Names of the counters under the meta prefix.
 PROCESSED_ORDERS = "processed_orders"
 BAD_ORDERS = "bad_orders"
 LAST_BATCH_MS = "last_batch_ms"
+
+# Names of the store-local facts under the local prefix (raw byte values).
+CHANGELOG_TOPIC_ID = "changelog_topic_id"
+CHANGELOG_PARTITIONS = "changelog_partitions"
+
+
+def input_topic_id_name(topic: str) -> str:
+    return f"input_topic_id:{topic}"
 
 Entry = tuple[bytes, bytes | None]  # key, value (None: delete)
 
@@ -38,6 +55,16 @@ def decode_u64(value: bytes) -> int:
     if len(value) != U64_LEN:
         raise ValueError(f"expected {U64_LEN} bytes, got {len(value)}")
     return int.from_bytes(value, "big", signed=False)
+
+
+def encode_i64(n: int) -> bytes:
+    """A signed value (a watermark before 1970) in the same 8 bytes, two's complement."""
+    return encode_u64(n & U64_MAX)
+
+
+def as_signed(n: int) -> int:
+    """The signed value of what ``encode_i64`` stored and ``decode_u64`` read."""
+    return n - 2**64 if n >= 2**63 else n
 
 
 def drink_key(drink: str) -> bytes:
@@ -62,6 +89,16 @@ def position_key(changelog_partition: int) -> bytes:
     return _POSITION + str(changelog_partition).encode()
 
 
+def shape_key(changelog_partition: int) -> bytes:
+    """Key of the marker holding the changelog's partition count, in that partition."""
+    return _SHAPE + str(changelog_partition).encode()
+
+
+def local_key(name: str) -> bytes:
+    """Store-local fact (never published); its value is raw bytes."""
+    return _LOCAL + name.encode()
+
+
 def offset_prefix(topic: str) -> bytes:
     return _OFFSET + topic.encode() + b"\x00"
 
@@ -74,14 +111,33 @@ def commit_prefix() -> bytes:
     return _COMMIT
 
 
+def shape_prefix() -> bytes:
+    return _SHAPE
+
+
+def local_prefix() -> bytes:
+    return _LOCAL
+
+
+def published_prefixes() -> tuple[bytes, ...]:
+    """The reserved families that travel through the changelog."""
+    return (_OFFSET, _META, _COMMIT, _SHAPE)
+
+
+def is_reserved(key: bytes) -> bool:
+    """Not a name (a drink, a window): bookkeeping under the reserved byte."""
+    return key.startswith(RESERVED)
+
+
 def is_local(key: bytes) -> bool:
-    return key.startswith(_POSITION)
+    return key.startswith((_POSITION, _LOCAL))
 
 
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
-    if key.startswith(_COMMIT):
-        return int(key[len(_COMMIT):])
+    for prefix in (_COMMIT, _SHAPE):
+        if key.startswith(prefix):
+            return int(key[len(prefix):])
     return None
 
 
@@ -94,6 +150,13 @@ class StoreState:
     meta: dict[str, int] = field(default_factory=dict)
     commits: dict[int, int] = field(default_factory=dict)
     positions: dict[int, int] = field(default_factory=dict)
+    shapes: dict[int, int] = field(default_factory=dict)  # changelog partition -> partition count
+    local: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last batch committed (0: none yet)."""
+        return max(self.commits.values(), default=0)
 
     def next_offsets(self, topic: str) -> dict[int, int]:
         return dict(self.offsets.get(topic, {}))
@@ -103,7 +166,8 @@ class StoreState:
         return self.meta.get(PROCESSED_ORDERS, 0)
 
     def is_empty(self) -> bool:
-        return not (self.counts or self.offsets or self.meta or self.commits or self.positions)
+        return not (self.counts or self.offsets or self.meta or self.commits or self.positions or self.shapes
+                    or self.local)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -116,6 +180,9 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
     """Decode raw key/value pairs; a key of unknown shape is an error, not silently skipped."""
     state = StoreState()
     for key, value in entries:
+        if key.startswith(_LOCAL):
+            state.local[key[len(_LOCAL):].decode()] = value
+            continue
         n = decode_u64(value)
         if not key.startswith(RESERVED):
             state.counts[key.decode("utf-8")] = n
@@ -128,6 +195,8 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             state.commits[int(key[len(_COMMIT):])] = n
         elif key.startswith(_POSITION):
             state.positions[int(key[len(_POSITION):])] = n
+        elif key.startswith(_SHAPE):
+            state.shapes[int(key[len(_SHAPE):])] = n
         else:
             raise ValueError(f"unknown reserved key {key!r}")
     return state

@@ -1,0 +1,101 @@
+"""The restore and republish commands: a store rebuilt from its changelog, and a changelog
+rebuilt from its store (the way to move a store to another partition count)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
+
+from restorer.integrity import plan_start
+from restorer.progress import RestoreProgress
+from restorer.reader import RestoreResult, ValueCheck, apply_changelog, check_count, store_facts, view_changelog
+from service.changelog import ChangelogWriter
+from service.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC_ID, local_key, position_prefix
+from service.errors import BrewError
+from service.kafka import KafkaConnection, describe_topic
+from service.sink import commit_batch
+from service.store import StateDir, Store
+from topics.catalog import Topics
+
+log = logging.getLogger("brewstream")
+
+TOPIC_TIMEOUT_S = 60.0
+
+
+def value_check(store_name: str) -> ValueCheck:
+    if store_name == "drink-count":
+        return check_count
+    from service.windows.state import check_value
+
+    return check_value
+
+
+def restore_store(conn: KafkaConnection, topics: Topics, store_name: str, state_dir: Path, clean: bool,
+                  accept_loss: bool) -> RestoreResult:
+    """Rebuild an empty (or ``clean``ed) store from its changelog, with progress."""
+    _, changelog = topics.of_store(store_name)
+    with StateDir(state_dir) as sd:
+        if clean:
+            sd.remove_store()
+        with Store(sd.store_path) as store:
+            if store.holds_state():
+                raise BrewError(f"the store in {sd.store_path} is not empty; pass --clean to rebuild it "
+                                "from the changelog")
+            plan = plan_start(view_changelog(conn, changelog), store_facts(store), accept_loss)
+            if plan.warning:
+                log.warning(plan.warning)
+            with RestoreProgress("restore") as progress:
+                return apply_changelog(conn, changelog, store, start=plan.start, on_progress=progress.update,
+                                       check_value=value_check(store_name))
+
+
+def republish_changelog(conn: KafkaConnection, topics: Topics, store_name: str, state_dir: Path, partitions: int,
+                        replication_factor: int) -> str:
+    """Re-create the changelog with ``partitions`` and publish the whole store to it."""
+    _, changelog = topics.of_store(store_name)
+    spec = next(s for s in topics.specs() if s.name == changelog)
+    with StateDir(state_dir) as sd, Store(sd.store_path) as store:
+        if not store.holds_state():
+            built = store.local(CHANGELOG_PARTITIONS)
+            old = describe_topic(conn.admin(), changelog)
+            log.info("the store is empty: restoring it from %s first", changelog)
+            with RestoreProgress("restore") as progress:
+                apply_changelog(conn, changelog, store, start={p: 0 for p in range(old.partitions)},
+                                on_progress=progress.update, check_value=value_check(store_name),
+                                built_partitions=int(built) if built else None)
+        forget = [(k, None) for k, _ in store.scan(position_prefix())]
+        store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_PARTITIONS), None)])
+        _recreate(conn, changelog, partitions, replication_factor, spec.config)
+        writer = ChangelogWriter(conn, changelog, list(range(partitions)))
+        writer.start()
+        try:
+            done = commit_batch(store, writer, [], republish=True)
+        finally:
+            writer.close()
+        keys = store.key_count()
+    return f"republished {changelog} with {partitions} partitions: the store's {keys} keys, as batch {done.seq}"
+
+
+def _recreate(conn: KafkaConnection, topic: str, partitions: int, replication_factor: int,
+              config: dict[str, str]) -> None:
+    admin = conn.admin()
+    try:
+        admin.delete_topics([topic], request_timeout=TOPIC_TIMEOUT_S)[topic].result()
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise BrewError(f"deleting {topic} failed: {exc.args[0].str()}") from None
+    deadline = time.monotonic() + TOPIC_TIMEOUT_S
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config))],
+                                request_timeout=TOPIC_TIMEOUT_S)[topic].result()
+            return
+        except KafkaException as exc:
+            # The deletion takes a moment to finish; until then the name is taken.
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise BrewError(f"creating {topic} failed: {exc.args[0].str()}") from None
+            time.sleep(0.5)
