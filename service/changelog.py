@@ -1,23 +1,27 @@
-"""One Kafka transaction per batch: changelog entries, commit markers and output records
-(DLQ, window results, late events).
+"""One Kafka transaction per batch: changelog entries, commit and shape markers, and output
+records (DLQ, window results, late events).
 
-The transactional.id is stable per instance, so starting a new instance fences the one
-before it and aborts whatever transaction it left open. A reader with
+The transactional.id belongs to the changelog (see ``transactional_id``), so any two
+instances writing one changelog fence each other: starting one aborts whatever the other
+left open, and the other's next transaction fails as fenced. A reader with
 isolation.level=read_committed therefore sees every batch whole, or not at all.
+
+Every changelog key goes to the partition Kafka's own partitioner would pick for the
+partition count the changelog was built with (murmur2, like the Java client), so a topic
+that grows later never splits a key's history over two partitions.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from service.aggregate import BadRecord
-from service.codec import Entry, changelog_partition_of, commit_key, encode_u64
-from service.errors import BrewError
-from service.kafka import KafkaConnection, produce_waiting
+from service.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
+from service.errors import BrewError, Fenced
+from service.kafka import KafkaConnection, TopicShape, describe_topic, produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -30,31 +34,60 @@ class OutputRecord:
     headers: list[tuple[str, bytes]] | None = None
 
 
-def dlq_records(dlq_topic: str, source_topic: str, bad: Sequence[BadRecord]) -> list[OutputRecord]:
-    """Bad input, bytes untouched, with the reason and where it came from."""
-    return [OutputRecord(dlq_topic, b.key, b.value, [
-        ("error", b.reason.encode()),
-        ("source-topic", source_topic.encode()),
-        ("source-partition", str(b.partition).encode()),
-        ("source-offset", str(b.offset).encode()),
-    ]) for b in bad]
-
-
 TXN_TIMEOUT_S = 60.0
 COMMIT_RETRIES = 5
+# The producer blocks once this much is queued, so a batch with a flood of big DLQ records
+# streams through it instead of piling up in memory.
+QUEUE_KBYTES = 64 * 1024
+_FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def transactional_id(changelog_topic: str) -> str:
+    """The fencing identity: one per changelog, whatever the state dir, host or instance."""
+    return f"brewstream:{changelog_topic}"
+
+
+def murmur2(key: bytes) -> int:
+    """Kafka's murmur2 hash of ``key``, as the signed 32-bit int the Java client computes."""
+    m, length = 0x5BD1E995, len(key)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(key[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[length - length % 4:]
+    if tail:
+        for i in range(len(tail) - 1, -1, -1):
+            h ^= tail[i] << (8 * i)
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives ``key`` among ``partitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 class ChangelogWriter:
-    def __init__(self, conn: KafkaConnection, topic: str, transactional_id: str, partitions: Sequence[int]) -> None:
+    def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
+                 max_record_bytes: int = 1_000_000) -> None:
         self.topic = topic
         self.partitions = list(partitions)
-        self.transactional_id = transactional_id
+        self.transactional_id = transactional_id(topic)
+        self._conn = conn
+        self._admin = conn.admin()
         self._producer: Producer = conn.producer({
-            "transactional.id": transactional_id,
+            "transactional.id": self.transactional_id,
             "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
             "linger.ms": 5,
-            # Java-compatible hashing, so other clients agree on where a key lives.
-            "partitioner": "murmur2_random",
+            "queue.buffering.max.kbytes": QUEUE_KBYTES,
+            # Room for the largest output record the topics take (see kafka.fit_record).
+            "message.max.bytes": max(1_000_000, min(max_record_bytes + 4096, 1_000_000_000)),
         })
 
     def start(self) -> None:
@@ -65,40 +98,70 @@ class ChangelogWriter:
             raise BrewError(f"cannot start changelog transactions as {self.transactional_id}: "
                             f"{exc.args[0].str()}") from None
 
-    def commit_markers(self, seq: int) -> list[Entry]:
-        """The entries that mark batch ``seq`` in every changelog partition."""
-        return [(commit_key(p), encode_u64(seq)) for p in self.partitions]
+    def shape(self) -> TopicShape:
+        """The changelog's topic id and partition count as the broker has them now."""
+        return describe_topic(self._admin, self.topic)
 
-    def publish(self, entries: Sequence[Entry], outputs: Sequence[OutputRecord] = (),
+    def markers(self, seq: int) -> list[Entry]:
+        """The entries every transaction writes to every partition: batch ``seq`` and the
+        partition count, so a restore can prove it read one whole batch of the same shape."""
+        n = encode_u64(len(self.partitions))
+        markers: list[Entry] = [(commit_key(p), encode_u64(seq)) for p in self.partitions]
+        return markers + [(shape_key(p), n) for p in self.partitions]
+
+    def partition_of(self, key: bytes) -> int:
+        pinned = changelog_partition_of(key)
+        return pinned if pinned is not None else murmur2_partition(key, len(self.partitions))
+
+    def publish(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
         """Produce ``entries`` and ``outputs`` in one transaction and commit it.
 
+        ``outputs`` is consumed lazily, so it may stream records too big to hold at once.
         Returns, per changelog partition written, the offset just past this batch's
-        records: the store's position once it has applied them.
+        records: the store's position once it has applied them. Raises ``Fenced`` when
+        another instance has taken the changelog over.
         """
         producer = self._producer
         positions: dict[int, int] = {}
+        failures: list[str] = []
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             p, o = msg.partition(), msg.offset()
-            if err is None and p is not None and o is not None and o + 1 > positions.get(p, 0):
+            if err is not None:
+                failures.append(err.str())
+            elif p is not None and o is not None and o + 1 > positions.get(p, 0):
                 positions[p] = o + 1
+
+        def failed_output(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                failures.append(err.str())
 
         try:
             producer.begin_transaction()
             for key, value in entries:
-                produce_waiting(producer, self.topic, key, value, partition=changelog_partition_of(key),
+                assert key is not None
+                produce_waiting(producer, self.topic, key, value, partition=self.partition_of(key),
                                 on_delivery=delivered)
             for out in outputs:
-                produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers)
+                produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers,
+                                on_delivery=failed_output)
             if before_commit is not None:
                 before_commit()
             self._commit()  # serves every delivery report before it returns
         except KafkaException as exc:
             err = exc.args[0]
+            if err.code() in _FENCED_CODES or err.fatal():
+                raise Fenced(f"another instance took over the changelog {self.topic} (this one was fenced "
+                             f"out: {err.str()}); this one stops, its store as of its last committed "
+                             "batch") from None
             if err.txn_requires_abort():
                 self._abort()
-            raise BrewError(f"changelog transaction failed: {err.str()}") from None
+            raise BrewError(f"the changelog transaction failed: {err.str()}"
+                            + (f" ({failures[0]})" if failures else "")
+                            + "; nothing of this batch was committed, the next start repeats it") from None
+        if failures:  # a committed transaction never has failed deliveries; stay safe anyway
+            raise BrewError(f"a record of the changelog transaction failed: {failures[0]}")
         return positions
 
     def _commit(self) -> None:
@@ -119,4 +182,3 @@ class ChangelogWriter:
 
     def close(self) -> None:
         self._producer.flush(10)
-

@@ -12,8 +12,10 @@ import click
 
 from service.cli_common import CONTEXT, F, kafka_options, topic_prefix_option
 from service.durations import DURATION, format_duration
-from service.errors import BrewError
-from service.kafka import KafkaConnection, require_broker
+from service.errors import BrewError, disk_problem, one_line
+from service.kafka import KafkaConnection, require_broker, show_client_logs
+from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
+from service.limits import MAX_NAME_BYTES
 from service.signals import stop_on_signals
 from service.webboard.command import board_cmd
 
@@ -35,6 +37,7 @@ def cli(log_level: str, log_format: str) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
     logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
+    show_client_logs(log_level == "debug")
 
 
 # ---------------------------------------------------------------- sandbox
@@ -193,16 +196,31 @@ def pipeline_options(name: str) -> Callable[[F], F]:
                          help="Spark's checkpoint folder for the query."),
             click.option("--trigger", "trigger_s", type=DURATION, default="1s", show_default=True,
                          help="Micro-batch interval."),
-            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
-                         help="Cap on records per micro-batch (backpressure).  [default: no cap]"),
+            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=1_000_000,
+                         show_default=True,
+                         help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),
             click.option("--available-now", is_flag=True,
                          help="Process the backlog present at start, print a final report and exit 0."),
             click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
             click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
                          help="Rebuild an empty or missing store from the changelog before starting."),
             click.option("--instance", default=None,
-                         help="Instance name in the changelog's transactional.id.  "
-                              "[default: state dir name + path hash]"),
+                         help="Name this instance announces in its lease (logs, status).  "
+                              "[default: host:state dir name]"),
+            click.option("--max-name-bytes", type=click.IntRange(1, 65_535), default=MAX_NAME_BYTES,
+                         show_default=True,
+                         help="Longest drink name or shop id (UTF-8 bytes); longer ones make a record bad."),
+            click.option("--accept-changelog-loss", is_flag=True,
+                         help="Restore from a changelog that lost its oldest records (or publish the store to "
+                              "one that lost records it had not applied) instead of refusing to start."),
+            click.option("--accept-input-loss", is_flag=True,
+                         help="Skip input the topic no longer holds (deleted, or the topic re-created) instead "
+                              "of refusing to start; logged and counted."),
+            click.option("--lease-interval", "lease_interval_s", type=DURATION, default=f"{LEASE_INTERVAL_S:g}s",
+                         show_default=True, help="How often the active instance announces itself on Kafka."),
+            click.option("--takeover-timeout", "takeover_timeout_s", type=DURATION,
+                         default=f"{TAKEOVER_TIMEOUT_S:g}s", show_default=True,
+                         help="Silence after which another instance's lease counts as lapsed."),
             click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                          help="Serve Prometheus metrics on this port.  [default: off]"),
             click.option("--metrics-host", default="127.0.0.1", show_default=True,
@@ -215,12 +233,17 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
                max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
-               instance: str | None, metrics_port: int | None, metrics_host: str) -> Any:
+               instance: str | None, metrics_port: int | None, metrics_host: str, max_name_bytes: int,
+               accept_changelog_loss: bool, accept_input_loss: bool, lease_interval_s: float,
+               takeover_timeout_s: float) -> Any:
     from service.runner import RunConfig
     from topics.catalog import Topics
 
+    if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
+        raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
     return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
-                     available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port)
+                     available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
+                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -261,7 +284,7 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
                 allowed_s: float, emit: str, print_s: float, print_windows: int, start_from: str,
                 **common: Any) -> int:
     """Event-time windows over brew.order-events.v1 with a watermark, allowed lateness and a late output."""
-    from service.windows.assign import WindowSpec
+    from service.windows.assign import MAX_SPAN_NS, WindowSpec
     from service.windows.pipeline import TableConfig, run
     from service.windows.step import WindowsConfig
 
@@ -279,6 +302,8 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
         raise click.BadParameter(str(exc)) from None
     if print_s <= 0:
         raise click.BadParameter("--print must be above 0")
+    if not 0 <= delay_s * ns <= MAX_SPAN_NS or window_s * ns > MAX_SPAN_NS:
+        raise click.BadParameter("--watermark-delay and --window must lie between 0 and ten years")
     cfg = WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit == "early", int(window_s * ns),
                         print_windows)
     return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
@@ -339,27 +364,40 @@ def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int
 @store_option("Which store to rebuild (its changelog and default state dir).")
 @state_dir_option(None)
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
-def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool) -> None:
+@click.option("--accept-changelog-loss", is_flag=True,
+              help="Restore what is left of a changelog that lost its oldest records instead of refusing.")
+def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool,
+                accept_changelog_loss: bool) -> None:
     """Rebuild a store from its changelog, up to the end offsets."""
-    from restorer.progress import RestoreProgress
-    from restorer.reader import apply_changelog, check_count
-    from service.store import StateDir, Store
-    from service.windows.state import check_value as check_window
+    from restorer.restore import restore_store
     from topics.catalog import Topics
 
     require_broker(conn)
-    _, changelog = Topics(topic_prefix).of_store(store_name)
-    check = check_count if store_name == "drink-count" else check_window
-    with StateDir(state_dir or Path("state") / store_name) as sd:
-        if clean:
-            sd.remove_store()
-        with Store(sd.store_path) as store:
-            if not store.is_empty():
-                raise BrewError(f"the store in {sd.store_path} is not empty; pass --clean to rebuild it "
-                                "from the changelog")
-            with RestoreProgress("restore") as progress:
-                result = apply_changelog(conn, changelog, store, on_progress=progress.update, check_value=check)
+    result = restore_store(conn, Topics(topic_prefix), store_name, state_dir or Path("state") / store_name, clean,
+                           accept_changelog_loss)
     click.echo(result.summary())
+
+
+@cli.command("republish-changelog", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@store_option("Which store's changelog to rebuild.")
+@state_dir_option(None)
+@click.option("--partitions", type=click.IntRange(min=1), required=True,
+              help="Partitions of the new changelog.")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas of each partition of the new changelog.")
+def republish_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None,
+                  partitions: int, replication_factor: int) -> None:
+    """Move a store to a changelog with another partition count: re-create the changelog and
+    publish the whole store to it (restoring the store from the old changelog first if it
+    is gone). Stop the daemon first."""
+    from restorer.restore import republish_changelog
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    click.echo(republish_changelog(conn, Topics(topic_prefix), store_name, state_dir or Path("state") / store_name,
+                                   partitions, replication_factor))
 
 
 @cli.command("counts", context_settings=CONTEXT)
@@ -494,6 +532,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except BrewError as exc:
         click.echo(f"brewstream: error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("brewstream: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        # Nothing the user can act on reached us as a BrewError: still one line, the
+        # traceback only at debug level.
+        logging.getLogger("brewstream").debug("unexpected failure", exc_info=True)
+        problem = disk_problem(str(exc))
+        click.echo(f"brewstream: error: {one_line(exc)}" + (f"; {problem}" if problem else
+                   "; run with --log-level debug for the details"), err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

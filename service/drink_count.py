@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.board import BoardFlusher
+from service.dlq import warn_internal
 from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
 from service.sink import BatchReport, DrinkCountSink
@@ -32,8 +33,8 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
     return Pipeline(
         name="drink-count", input_topic=t.orders, changelog_topic=t.changelog, dlq_topic=t.dlq,
         output_topics=(t.counts,),
-        make_sink=lambda store, changelog, faults, metrics: DrinkCountSink(
-            store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics)),
+        make_sink=lambda store, changelog, faults, metrics, options: DrinkCountSink(
+            store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
         make_reporter=lambda store, _sink, metrics: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
             on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe),
@@ -50,5 +51,6 @@ def batch_done(r: BatchReport, metrics: Metrics) -> None:
               **r.times.fields()}
     log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | %s",
              r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.times, extra=fields)
+    warn_internal(r.bad_reasons)
     metrics.orders.labels(metrics.pipeline).inc(r.orders)
     metrics.batch_committed(time.time(), r.orders + r.bad, r.bad_reasons, r.changelog_records, r.times.phases())

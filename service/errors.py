@@ -7,3 +7,30 @@ class BrewError(Exception):
 
 class SinkClosed(RuntimeError):
     """Raised for a batch that arrives while the daemon shuts down: Spark must not commit it."""
+
+
+class Fenced(BrewError):
+    """Another instance registered the same changelog writer: this one must stop writing."""
+
+
+_DISK_HINTS = (
+    ("No space left on device", "the disk is full: free space on it (or move --state-dir / --checkpoint-dir) "
+                                "and start again"),
+    ("Disk quota exceeded", "the disk quota is used up: free space and start again"),
+    ("Read-only file system", "the file system is read-only: remount it read-write or pick another folder"),
+    ("Permission denied", "this user may not write there: fix the permissions or pick another folder"),
+)
+
+
+def disk_problem(text: str) -> str | None:
+    """What to do about a file-system error named anywhere in ``text``, or None."""
+    for needle, hint in _DISK_HINTS:
+        if needle.lower() in text.lower():
+            return hint
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, for an error nothing more specific explains."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__

@@ -68,6 +68,8 @@ class Metrics:
                                        "Changelog records applied by restores and catch-ups")
         self.restore_remaining = gauge("brewstream_restore_remaining_offsets",
                                        "Changelog offsets left to read by a restore in progress", ("partition",))
+        self.input_lost = counter("brewstream_input_lost_records", "Input records skipped because the topic no "
+                                  "longer held them (--accept-input-loss)", ("partition",))
         self.watermark = gauge("brewstream_watermark_seconds", "Event-time watermark (unix seconds)")
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")

@@ -31,5 +31,7 @@ class Every:
         while not self._stop.wait(self.interval_s):
             try:
                 self.fn()
-            except Exception:
-                log.exception("%s failed; next attempt in %.1fs", self.name, self.interval_s)
+            except Exception as exc:
+                log.warning("%s failed (%s: %s); next attempt in %.1fs", self.name, type(exc).__name__,
+                            str(exc).splitlines()[0][:200] if str(exc) else "", self.interval_s)
+                log.debug("%s failure", self.name, exc_info=True)

@@ -4,7 +4,9 @@ Progress lives with the state. A checkpoint is only a shortcut, used when it doe
 run ahead of the store: Spark resumes after its last committed batch, and any row it
 skips there must already be counted in the store. A checkpoint ahead of the store
 (the store and its changelog were lost, or the store is from another run) would skip
-uncounted rows, so it is dropped and the store's offsets are used instead.
+uncounted rows, so it is dropped and the store's offsets are used instead. So is a
+checkpoint Spark could not read (a truncated file after a full disk, a bad copy):
+``checkpoint_problem`` says what is wrong with it before Spark gets to fail on it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,55 @@ class StartPoint:
         return None if self.starting_offsets is None else json.dumps(self.starting_offsets)
 
 
+def checkpoint_problem(checkpoint_dir: Path, topic: str) -> str | None:
+    """Why Spark could not resume from this checkpoint, or None when it looks whole.
+
+    Checks the files Spark reads on start: the query metadata, the last two offset logs,
+    the last commit log and the initial offsets.
+    """
+    if not checkpoint_dir.exists():
+        return None
+    try:
+        metadata = checkpoint_dir / "metadata"
+        if metadata.exists() and "id" not in json.loads(metadata.read_text()):
+            return "its metadata has no query id"
+        offsets = sorted(_batch_ids(checkpoint_dir / "offsets"))
+        commits = sorted(_batch_ids(checkpoint_dir / "commits"))
+        for batch in offsets[-2:]:
+            if _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch)), topic) is None:
+                return f"offsets/{batch} does not name {topic}"
+        if commits:
+            if not offsets or commits[-1] > offsets[-1]:
+                return f"commits/{commits[-1]} has no offsets log"
+            _log_text(checkpoint_dir / "commits" / str(commits[-1]))
+        initial = checkpoint_dir / "sources" / "0" / "0"
+        if initial.exists() and _source_offsets(initial.read_text(errors="replace"), topic) is None:
+            return "sources/0/0 does not name the topic"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return None
+
+
+def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[int, int] | None:
+    """The offsets Spark planned batch ``batch_id`` to end at (it logs them before running
+    the batch), or None when the log cannot tell."""
+    try:
+        return _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch_id)), topic)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _log_text(path: Path) -> str:
+    """A Spark metadata log file: a version line, then JSON lines; anything else is damage."""
+    text = path.read_text()
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("v") or len(lines) < 2:
+        raise ValueError(f"{path.name} is truncated")
+    for line in lines[1:]:
+        json.loads(line)
+    return text
+
+
 def checkpoint_resume_offsets(checkpoint_dir: Path, topic: str) -> dict[int, int] | None:
     """Offsets Spark resumes ``topic`` from in this checkpoint; None when there is none."""
     offsets_dir = checkpoint_dir / "offsets"
@@ -46,6 +97,11 @@ def choose_start(topic: str, partitions: list[int], store_offsets: Mapping[int, 
     if checkpoint is None:
         where = "store offsets" if store_offsets else "the earliest offsets (empty store)"
         return StartPoint(False, from_store, f"no checkpoint; starting from {where} {_fmt(store_offsets)}")
+    gone = {p: (c, earliest[p]) for p, c in checkpoint.items() if p in earliest and c < earliest[p]}
+    if gone:
+        return StartPoint(False, from_store,
+                          f"the checkpoint points at input that is gone (partition: (checkpoint, first offset left) "
+                          f"{gone}); dropping it and starting from store offsets {_fmt(store_offsets)}")
     ahead = {
         p: (c, store_offsets.get(p, earliest.get(p, 0)))
         for p, c in checkpoint.items()
@@ -74,5 +130,44 @@ def _source_offsets(text: str, topic: str) -> dict[int, int] | None:
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("{") and f'"{topic}"' in line:
-            return {int(p): int(o) for p, o in json.loads(line)[topic].items()}
+            doc = json.loads(line)
+            if topic in doc:
+                return {int(p): int(o) for p, o in doc[topic].items()}
     return None
+
+
+@dataclass(frozen=True)
+class InputGap:
+    """Input the store has not counted yet that the topic no longer holds."""
+
+    partition: int
+    stored: int  # the store's next offset
+    low: int     # the first offset the partition holds now
+    high: int    # its end now
+    reset: bool  # the topic was re-created or truncated: its offsets restarted below the store's
+
+    @property
+    def lost(self) -> int:
+        """Records known lost (a reset loses an unknown number)."""
+        return 0 if self.reset else self.low - self.stored
+
+    def describe(self) -> str:
+        if self.reset:
+            return (f"partition {self.partition} was re-created or truncated (offsets {self.low}..{self.high}, "
+                    f"the store is at {self.stored})")
+        return f"partition {self.partition} offsets {self.stored}..{self.low - 1} were deleted"
+
+
+def input_gaps(stored: Mapping[int, int], offsets: Mapping[int, tuple[int, int]], recreated: bool) -> list[InputGap]:
+    """Pure: where the input lost what the store still has to count. ``offsets`` holds
+    (low, high) per partition; ``recreated`` says the topic id is not the recorded one."""
+    gaps = []
+    for p, (low, high) in sorted(offsets.items()):
+        s = stored.get(p)
+        if s is None:
+            continue
+        if recreated or s > high:
+            gaps.append(InputGap(p, s, low, high, True))
+        elif s < low:
+            gaps.append(InputGap(p, s, low, high, False))
+    return gaps

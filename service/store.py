@@ -7,6 +7,7 @@ the dir) and ``store/`` (RocksDB).
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import threading
@@ -16,8 +17,22 @@ from types import TracebackType
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
-from service.codec import Entry, StoreState, decode_entries, decode_u64
-from service.errors import BrewError
+from service.codec import (
+    LAST_BATCH_MS,
+    Entry,
+    StoreState,
+    commit_prefix,
+    decode_entries,
+    decode_u64,
+    is_reserved,
+    local_key,
+    meta_key,
+    offset_prefix,
+    published_prefixes,
+)
+from service.errors import BrewError, disk_problem
+
+log = logging.getLogger("brewstream")
 
 
 class StateDir:
@@ -31,8 +46,12 @@ class StateDir:
 
     def lock(self) -> StateDir:
         """Take the dir for this process; a second owner gets a clear error."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / "brewstream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / "brewstream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise BrewError(f"cannot use the state dir {self.path}: {exc.strerror}; "
+                            f"{disk_problem(str(exc.strerror)) or 'check the path and its permissions'}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -42,8 +61,11 @@ class StateDir:
                 f"state dir {self.path} is in use by another brewstream process (pid {holder}); "
                 "stop it first or pass another --state-dir"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError:
+            pass  # the pid is only a hint for the message above; the flock is what counts
         self._lock_fd = fd
         return self
 
@@ -81,7 +103,8 @@ class Store:
             else:
                 self._db = Rdict(str(self.path), _options())
         except Exception as exc:  # rocksdict raises plain Exception for I/O errors
-            raise BrewError(f"cannot open the store at {self.path}: {exc}") from None
+            raise BrewError(f"cannot open the store at {self.path}: {_first_line(exc)}"
+                            + (f"; {hint}" if (hint := disk_problem(str(exc))) else "")) from None
         self._lock = threading.Lock()
         self._sync = WriteOptions()
         self._sync.sync = True
@@ -95,6 +118,23 @@ class Store:
             if value is not None:
                 out[key] = decode_u64(value)
         return out
+
+    def next_offsets(self, topic: str) -> dict[int, int]:
+        """The next input offset to apply, per partition of ``topic``."""
+        return decode_entries(self.scan(offset_prefix(topic))).next_offsets(topic)
+
+    def last_seq(self) -> int:
+        """The sequence number of the last batch this store committed (0: none)."""
+        return decode_entries(self.scan(commit_prefix())).last_seq
+
+    def last_batch_ms(self) -> int | None:
+        """When the last batch was committed (unix ms), if ever."""
+        return self.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
+
+    def local(self, name: str) -> bytes | None:
+        """A store-local fact (see the codec), or None when it was never recorded."""
+        value = self._db.get(local_key(name))
+        return None if value is None else bytes(value)
 
     def scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """Every entry whose key starts with ``prefix``."""
@@ -114,8 +154,11 @@ class Store:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        with self._lock:
-            self._db.write(batch, self._sync if sync else WriteOptions())
+        try:
+            with self._lock:
+                self._db.write(batch, self._sync if sync else WriteOptions())
+        except Exception as exc:  # rocksdict raises plain Exception for I/O errors
+            raise StoreWriteError(self.path, exc) from None
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         with self._lock:
@@ -129,6 +172,16 @@ class Store:
         with self._lock:
             return sum(1 for _ in self._db.keys())  # noqa: SIM118 - iterating Rdict itself fails in raw mode
 
+    def holds_state(self) -> bool:
+        """Whether any published state is here (counts, offsets, markers); store-local
+        facts alone do not count."""
+        with self._lock:
+            it = self._db.iter()
+            it.seek_to_first()
+            if it.valid() and not is_reserved(bytes(it.key())):
+                return True
+        return any(self.scan(prefix) for prefix in published_prefixes())
+
     def is_empty(self) -> bool:
         with self._lock:
             it = self._db.iter()
@@ -141,7 +194,12 @@ class Store:
     def close(self) -> None:
         if not self._closed:
             with self._lock:
-                self._db.close()
+                try:
+                    self._db.close()
+                except Exception:
+                    # Every write was a synced WAL write, so nothing is lost: the next open
+                    # replays the WAL. The error that matters was raised by the write itself.
+                    log.debug("closing the store at %s failed", self.path, exc_info=True)
                 self._closed = True
 
     def __enter__(self) -> Store:
@@ -150,6 +208,21 @@ class Store:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class StoreWriteError(BrewError):
+    """A write the store refused (a full disk, a read-only file system): nothing of it was applied."""
+
+    def __init__(self, path: Path, exc: BaseException) -> None:
+        cause = _first_line(exc)
+        hint = disk_problem(cause) or "check the disk under it"
+        super().__init__(f"cannot write the store at {path}: {cause}; {hint}; what the changelog holds is "
+                         "applied on the next start, so nothing is lost")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def _options() -> Options:

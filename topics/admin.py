@@ -29,7 +29,7 @@ def create_topics(conn: KafkaConnection, partitions: int, replication_factor: in
     """Create every topic; one that already exists counts as success."""
     require_broker(conn)
     specs = topics.specs()
-    new = [NewTopic(s.name, num_partitions=partitions, replication_factor=replication_factor,
+    new = [NewTopic(s.name, num_partitions=s.partitions or partitions, replication_factor=replication_factor,
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
     futures = admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S)

@@ -12,6 +12,7 @@ EVENTS = "brew.order-events.v1"
 LATE_EVENTS = "brew.order-events.late"
 WINDOWS = "brew.order-windows"
 WINDOWS_CHANGELOG = "brew.order-windows-changelog"
+INSTANCES = "brew.instances"
 
 # Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
 # roll every minute and any dirt makes a segment cleanable. Production clusters want
@@ -23,11 +24,17 @@ COMPACTED = {
 }
 
 
+# Leases: who writes each changelog. The broker stamps every announcement, so instances on
+# different machines judge their age by one clock.
+LEASES = {**COMPACTED, "message.timestamp.type": "LogAppendTime"}
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
     purpose: str
     config: dict[str, str] = field(default_factory=dict)
+    partitions: int | None = None  # fixed, whatever `topics create --partitions` says
 
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
@@ -39,6 +46,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(LATE_EVENTS, "events later than allowed"),
     TopicSpec(WINDOWS, "closed windows"),
     TopicSpec(WINDOWS_CHANGELOG, "window state changelog", COMPACTED),
+    TopicSpec(INSTANCES, "which instance writes each changelog (leases)", LEASES, partitions=1),
 )
 
 
@@ -81,12 +89,16 @@ class Topics:
     def windows_changelog(self) -> str:
         return self.prefix + WINDOWS_CHANGELOG
 
+    @property
+    def instances(self) -> str:
+        return self.prefix + INSTANCES
+
     def of_store(self, store: str) -> tuple[str, str]:
         """(input topic, changelog topic) of the ``drink-count`` or ``windows`` store."""
         return (self.orders, self.changelog) if store == "drink-count" else (self.events, self.windows_changelog)
 
     def specs(self) -> tuple[TopicSpec, ...]:
-        return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config) for s in ALL_TOPICS)
+        return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config, s.partitions) for s in ALL_TOPICS)
 
 
 DEFAULT_TOPICS = Topics()

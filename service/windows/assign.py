@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 TUMBLING, HOPPING, SESSION = "tumbling", "hopping", "session"
+# Bounds that keep every window end (event time + size + lateness) inside 64 bits and an
+# event's windows few enough to count one by one.
+MAX_SPAN_NS = 10 * 366 * 24 * 3600 * 10**9  # ten years
+MAX_WINDOWS_PER_EVENT = 1000
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,11 @@ class WindowSpec:
     allowed_ns: int = 0
 
     def __post_init__(self) -> None:
+        if max(self.size_ns, self.gap_ns, self.allowed_ns) > MAX_SPAN_NS or self.allowed_ns < 0:
+            raise ValueError("window size, gap and allowed lateness must lie between 0 and ten years")
+        if self.kind == HOPPING and self.hop_ns > 0 and self.size_ns // self.hop_ns > MAX_WINDOWS_PER_EVENT:
+            raise ValueError(f"a hop this short puts each event into over {MAX_WINDOWS_PER_EVENT} windows; "
+                             "pick a longer --hop")
         if self.kind == SESSION:
             if self.gap_ns <= 0:
                 raise ValueError("a session window needs a gap above 0")

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from service.dlq import warn_internal
 from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
 from service.windows.output import iso
@@ -36,8 +37,8 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
     return Pipeline(
         name="windows", input_topic=t.events, changelog_topic=t.windows_changelog, dlq_topic=t.dlq,
         output_topics=(t.windows, t.late_events),
-        make_sink=lambda store, changelog, faults, metrics: WindowsSink(
-            store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics)),
+        make_sink=lambda store, changelog, faults, metrics, options: WindowsSink(
+            store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
         make_reporter=lambda store, sink, _metrics: WindowsReporter(
             store, cast(WindowsSink, sink).tick, table.print_s, table.rows, windows.table_ns),
         start_when_empty=start_from,
@@ -61,6 +62,7 @@ def batch_done(r: WindowsReport, metrics: Metrics) -> None:
               "results": results, "watermark": wm, "open_windows": r.open_windows, **r.times.fields()}
     log.info("%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | %s",
              what, r.seq, r.events, r.late, bad, results, wm, r.times, extra=fields)
+    warn_internal(r.bad_reasons)
     p = metrics.pipeline
     metrics.batch_committed(time.time(), r.events, r.bad_reasons, r.changelog_records, r.times.phases())
     metrics.late_events.labels(p).inc(r.late)

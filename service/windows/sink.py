@@ -18,16 +18,19 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING
 
-from service.changelog import ChangelogWriter, dlq_records
+from service.changelog import ChangelogWriter
 from service.codec import encode_u64, meta_key
-from service.errors import BrewError
+from service.dlq import dlq_records
+from service.errors import BrewError, one_line
 from service.faults import FaultPlan
-from service.sink import OrderedCommitSink, PhaseTimes
+from service.kafka import KafkaConnection
+from service.sink import OrderedCommitSink, PhaseTimes, SinkOptions
 from service.store import Store
 from service.windows.aggregate import WindowBatch, aggregate_events
-from service.windows.output import late_record, result_record
+from service.windows.output import late_records, result_record
 from service.windows.state import SPEC, WindowsState, decode_windows_state
 from service.windows.step import StepResult, WindowsConfig, step, watermark_at
 from topics.catalog import Topics
@@ -57,8 +60,9 @@ def _now_ms() -> int:
 class WindowsSink(OrderedCommitSink):
     def __init__(self, store: Store, changelog: ChangelogWriter, topics: Topics, cfg: WindowsConfig,
                  faults: FaultPlan, clock_ms: Callable[[], int] = _now_ms,
-                 on_batch: Callable[[WindowsReport], None] | None = None) -> None:
-        super().__init__(store, changelog, faults)
+                 on_batch: Callable[[WindowsReport], None] | None = None, options: SinkOptions | None = None) -> None:
+        super().__init__(store, changelog, faults, options)
+        self.opts = options or SinkOptions(KafkaConnection())
         self.topics, self.cfg, self.clock_ms, self.on_batch = topics, cfg, clock_ms, on_batch
         spec = cfg.spec
         shape = f"{spec.kind}/{spec.size_ns}/{spec.hop_ns}/{spec.gap_ns}/{cfg.table_ns}"
@@ -69,16 +73,21 @@ class WindowsSink(OrderedCommitSink):
                             "--hop and --session-gap it was built with, or another --state-dir")
 
     def tick(self) -> None:
-        """Advance the watermark on processing time alone (idle partitions) and close windows."""
+        """Advance the watermark on processing time alone (idle partitions) and close windows.
+        A failure here stops the sink like a failed batch (the runner reports it)."""
         with self._lock:
             if self._closed:
                 return
-            now = self.clock_ms()
-            state = self._state()
-            wm = watermark_at(state, now, self.cfg)
-            if wm != state.watermark_ns:
-                self._publish(state, step(state, WindowBatch(), wm, now, self.cfg, self.topics.events),
-                              WindowBatch(), None, 0.0)
+            try:
+                now = self.clock_ms()
+                state = self._state()
+                wm = watermark_at(state, now, self.cfg)
+                if wm != state.watermark_ns:
+                    self._publish(state, step(state, WindowBatch(), wm, now, self.cfg, self.topics.events),
+                                  WindowBatch(), None, 0.0)
+            except Exception as exc:
+                self._failed(exc if isinstance(exc, BrewError) else BrewError(
+                    f"closing windows failed: {one_line(exc)}"))
 
     def _state(self) -> WindowsState:
         return decode_windows_state(self.store.items())
@@ -89,8 +98,10 @@ class WindowsSink(OrderedCommitSink):
         state = self._state()
         wm_start = watermark_at(state, now, self.cfg)
         # 1. + 2. Only what the store has not applied, judged against the batch-start watermark.
-        batch = aggregate_events(df, state.reserved.next_offsets(self.topics.events), self.cfg.spec, wm_start,
-                                 self.cfg.table_ns)
+        applied = state.reserved.next_offsets(self.topics.events)
+        batch = aggregate_events(df, applied, self.cfg.spec, wm_start, self.cfg.table_ns, self.opts.max_name_bytes,
+                                 self.opts.dlq_record_bytes)
+        batch.next_offsets = self.batch_ends(batch_id, self.topics.events, batch.next_offsets, applied)
         if batch.is_empty:
             return
         # 3. The pure step: fold, advance the watermark, close.
@@ -102,9 +113,10 @@ class WindowsSink(OrderedCommitSink):
         entries = list(result.entries)
         if state.reserved.meta.get(SPEC) is None:
             entries.append((meta_key(SPEC), encode_u64(self._fingerprint)))
-        outputs = [result_record(self.topics.windows, r, result.watermark) for r in result.results]
-        outputs += [late_record(self.topics.late_events, raw, w, result.watermark) for raw, w in result.late]
-        outputs += dlq_records(self.topics.dlq, self.topics.events, batch.bad)
+        t, conn, limit = self.topics, self.opts.conn, self.opts.dlq_record_bytes
+        outputs = chain((result_record(t.windows, r, result.watermark) for r in result.results),
+                        late_records(conn, t.late_events, t.events, result.late, result.watermark, limit),
+                        dlq_records(conn, t.dlq, t.events, batch.bad, limit))
 
         # 4. + 5. State, results, late events and bad input in one transaction, then the
         # store; returning lets Spark commit its checkpoint.

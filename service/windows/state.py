@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from service.codec import RESERVED, U64_LEN, StoreState, decode_entries
+from service.codec import RESERVED, U64_LEN, StoreState, as_signed, decode_entries
 from service.windows.watermark import PartitionClock
 
 _WINDOW, _CLOCK, _TABLE = b"w", b"c", b"t"
@@ -114,7 +114,8 @@ class WindowsState:
 
     @property
     def watermark_ns(self) -> int | None:
-        return self.reserved.meta.get(WATERMARK_NS)
+        stored = self.reserved.meta.get(WATERMARK_NS)
+        return None if stored is None else as_signed(stored)  # before 1970 when event times are near 0
 
     def counter(self, name: str) -> int:
         return self.reserved.meta.get(name, 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from service.codec import Entry, encode_u64, meta_key, offset_key
+from service.codec import Entry, encode_i64, encode_u64, meta_key, offset_key
 from service.windows.aggregate import RawRecord, WindowBatch
 from service.windows.assign import SESSION, Session, WindowSpec, merge_sessions
 from service.windows.state import (
@@ -130,7 +130,7 @@ def step(state: WindowsState, batch: WindowBatch, wm_start: int | None, now_ms: 
     counters = {TOTAL: batch.total, LATE: len(out.late), NO_HEADER: batch.no_header, BAD: len(batch.bad)}
     out.entries += [(meta_key(name), encode_u64(state.counter(name) + n)) for name, n in counters.items() if n]
     if out.watermark is not None and out.watermark != state.watermark_ns:
-        out.entries.append((meta_key(WATERMARK_NS), encode_u64(out.watermark)))
+        out.entries.append((meta_key(WATERMARK_NS), encode_i64(out.watermark)))
     out.entries += [(offset_key(input_topic, p), encode_u64(o)) for p, o in sorted(batch.next_offsets.items())]
     return out
 

@@ -14,7 +14,7 @@ from service.changelog import ChangelogWriter
 from service.drink_count import BoardConfig, run
 from service.faults import FaultPlan
 from service.kafka import KafkaConnection
-from service.runner import RunConfig, transactional_id
+from service.runner import RunConfig
 from service.sink import DrinkCountSink
 from service.store import StateDir, Store
 from tests.corpus import BAD_ORDERS
@@ -108,8 +108,7 @@ def test_replays_apply_nothing_twice(pipe: Pipeline, spark: Any, dirs: dict[str,
           .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
     with StateDir(dirs["state"]) as sd, Store(sd.store_path) as store:
         t = pipe.topics
-        txn_id = transactional_id("drink-count", dirs["state"], None)
-        writer = ChangelogWriter(pipe.conn, t.changelog, txn_id, [0, 1, 2])
+        writer = ChangelogWriter(pipe.conn, t.changelog, [0, 1, 2])
         writer.start()
         sink = DrinkCountSink(store, writer, t.orders, t.dlq, FaultPlan(None, lambda: None))
         for batch_id in (0, 0, 1, 99):

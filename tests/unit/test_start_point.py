@@ -46,3 +46,53 @@ def test_falls_back_to_initial_offsets_and_none(tmp_path: Path) -> None:
     assert checkpoint_resume_offsets(tmp_path, T) is None
     write(tmp_path / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 0, "1": 0}}))
     assert checkpoint_resume_offsets(tmp_path, T) == {0: 0, 1: 0}
+
+
+def test_a_checkpoint_pointing_at_deleted_input_is_dropped() -> None:
+    sp = choose_start(T, [0, 1], {0: 10, 1: 10}, {0: 0, 1: 40}, {0: 10, 1: 10})
+    assert not sp.use_checkpoint and "gone" in sp.reason
+
+
+def _checkpoint(root: Path, offsets: dict[int, str], commits: list[int]) -> Path:
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text('{"id":"x"}')
+    for batch, text in offsets.items():
+        (root / "offsets" / str(batch)).write_text(text)
+    for batch in commits:
+        (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return root
+
+
+GOOD = 'v1\n{"batchWatermarkMs":0}\n{"brew.orders.v1":{"0":5,"1":7}}'
+
+
+def test_a_whole_checkpoint_has_no_problem_and_tells_a_batch_end(tmp_path: Path) -> None:
+    from service.start_point import batch_end_offsets, checkpoint_problem
+
+    root = _checkpoint(tmp_path / "c", {0: GOOD, 1: GOOD}, [0])
+    assert checkpoint_problem(root, T) is None
+    assert batch_end_offsets(root, 1, T) == {0: 5, 1: 7}
+    assert batch_end_offsets(root, 2, T) is None
+    assert checkpoint_problem(tmp_path / "none", T) is None
+
+
+def test_damaged_checkpoints_are_named(tmp_path: Path) -> None:
+    from service.start_point import checkpoint_problem
+
+    for i, (offsets, commits) in enumerate([
+        ({0: GOOD, 1: GOOD[: len(GOOD) // 2]}, [0]),  # truncated last offsets log
+        ({0: GOOD, 1: ""}, [0]),                      # empty file
+        ({0: GOOD}, [3]),                              # a commit without its offsets
+        ({0: "v1\n{not json"}, []),
+    ]):
+        assert checkpoint_problem(_checkpoint(tmp_path / str(i), offsets, commits), T) is not None
+
+
+def test_input_gaps_name_lost_and_reset_partitions() -> None:
+    from service.start_point import input_gaps
+
+    gaps = input_gaps({0: 10, 1: 50, 2: 5}, {0: (30, 60), 1: (0, 20), 2: (0, 9)}, recreated=False)
+    assert [(g.partition, g.reset, g.lost) for g in gaps] == [(0, False, 20), (1, True, 0)]
+    assert "offsets 10..29 were deleted" in gaps[0].describe()
+    assert [g.partition for g in input_gaps({0: 1, 2: 1}, {0: (0, 9), 1: (0, 9), 2: (0, 9)}, True)] == [0, 2]

@@ -1,0 +1,369 @@
+"""Deployments nobody on the team wrote: a second instance, a fenced zombie, a changelog that
+lost records, was re-created or grew partitions, input lost upstream, a full disk. Each
+ends exact, or with one line that says what was lost and what to do."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from service.changelog import ChangelogWriter
+from service.errors import BrewError
+from tests.helpers import (
+    BREW,
+    Pipeline,
+    counts_json,
+    oracle,
+    order_bytes,
+    produce,
+    read_topic,
+    wait_for,
+)
+from tests.integration.test_drink_count import make_orders
+from topics.admin import create_topics
+
+pytestmark = pytest.mark.spark
+
+
+def run_args(d: Path, *extra: str) -> tuple[str, ...]:
+    return ("run", "--state-dir", str(d / "state"), "--checkpoint-dir", str(d / "ckpt"), *extra)
+
+
+def available_now(pipe: Pipeline, d: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return pipe.brew(*run_args(d, "--available-now", *extra), timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in proc.stderr and not any(ln.lstrip().startswith("at ") for ln in lines), \
+        proc.stderr[-3000:]
+    last = lines[-1]
+    assert last.startswith("brewstream: error: "), proc.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in last, last
+    return last
+
+
+def restored_counts(pipe: Pipeline, folder: Path) -> dict[str, int]:
+    pipe.brew("restore", "--state-dir", str(folder), check=True)
+    counts: dict[str, int] = counts_json(pipe.conn, folder)["counts"]
+    return counts
+
+
+def delete_records(pipe: Pipeline, topic: str, before: dict[int, int]) -> None:
+    admin = pipe.conn.admin()
+    futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in before.items()])
+    for f in futures.values():
+        f.result()
+
+
+def set_config(pipe: Pipeline, topic: str, key: str, value: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    admin = pipe.conn.admin()
+    for f in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
+                                                             incremental_configs=[entry])]).values():
+        f.result()
+
+
+def _try_delete(pipe: Pipeline, topic: str, before: dict[int, int]) -> bool:
+    from confluent_kafka import KafkaException
+
+    try:
+        delete_records(pipe, topic, before)
+    except KafkaException:
+        return False  # a config change takes a moment to reach the broker
+    return True
+
+
+def dlq_sources(pipe: Pipeline) -> list[tuple[bytes, bytes]]:
+    return [(dict(m.headers())["source-partition"], dict(m.headers())["source-offset"])
+            for m in read_topic(pipe.conn, pipe.topics.dlq)]
+
+
+def test_a_second_instance_is_refused_naming_the_first(pipe: Pipeline, tmp_path: Path) -> None:
+    orders = make_orders(300, seed=50)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    first_dir, log = tmp_path / "a", tmp_path / "a.log"
+    first = pipe.spawn(*run_args(first_dir, "--flush", "1s"), log=log)
+    try:
+        wait_for(lambda: "processed=300" in log.read_text(), 180, "the first instance to count the orders")
+        second = available_now(pipe, tmp_path / "b", timeout=120)
+        last = assert_one_line_error(second, "another instance is active", str(first_dir.resolve() / "state"))
+        assert "pid" in last
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(120) == 0, log.read_text()[-2000:]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # A clean stop gives the lease back: the second starts at once and restores the store.
+    second = available_now(pipe, tmp_path / "b")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "lapsed" not in second.stderr
+    assert counts_json(pipe.conn, tmp_path / "b" / "state")["counts"] == oracle(orders)
+
+
+def test_a_fenced_instance_never_commits_again(pipe: Pipeline, tmp_path: Path) -> None:
+    """Two instances raced past the lease: the later one's writer fences the first."""
+    first_orders = make_orders(400, seed=51)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first_orders))
+    produce(pipe.conn, pipe.topics.orders, [(b"bad", b"not json")])
+    a, log = tmp_path / "a", tmp_path / "a.log"
+    zombie = pipe.spawn(*run_args(a, "--flush", "1s"), log=log)
+    try:
+        wait_for(lambda: "processed=400" in log.read_text(), 180, "the first instance to count")
+        seq_before = _seq(pipe, a)
+        intruder = ChangelogWriter(pipe.conn, pipe.topics.changelog, [0, 1, 2])
+        intruder.start()  # what a second instance does first: it fences the first
+        intruder.close()
+        later = make_orders(200, seed=52)
+        produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in later))
+        assert zombie.wait(180) == 1, log.read_text()[-3000:]
+    finally:
+        if zombie.poll() is None:
+            zombie.kill()
+    text = log.read_text()
+    assert text.strip().splitlines()[-1].startswith("brewstream: error: another instance took over the changelog")
+    assert "Traceback" not in text
+    assert _seq(pipe, a) == seq_before  # its store never moved again
+    # The next instance (another machine, say) takes over after the lease lapses: exact.
+    b = tmp_path / "b"
+    proc = available_now(pipe, b, "--takeover-timeout", "3s")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert counts_json(pipe.conn, b / "state")["counts"] == oracle(first_orders + later)
+    assert len(dlq_sources(pipe)) == len(set(dlq_sources(pipe))) == 1
+    assert restored_counts(pipe, tmp_path / "restored") == oracle(first_orders + later)
+
+
+def _seq(pipe: Pipeline, d: Path) -> int:
+    from service.store import Store
+
+    with Store(d / "state" / "store", read_only=True) as store:
+        return store.last_seq()
+
+
+def test_a_changelog_that_lost_records_is_refused_not_waited_for(pipe: Pipeline, tmp_path: Path) -> None:
+    orders = make_orders(900, seed=53)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    assert available_now(pipe, tmp_path, "--max-offsets-per-trigger", "300").returncode == 0
+    # An operator let retention at it (a compacted-only topic refuses delete-records).
+    set_config(pipe, pipe.topics.changelog, "cleanup.policy", "compact,delete")
+    wait_for(lambda: _try_delete(pipe, pipe.topics.changelog, {0: 5, 1: 5, 2: 5}), 60,
+             "the broker to delete the changelog's oldest records")
+    shutil.rmtree(tmp_path / "state")  # and so is the disk
+    refused = available_now(pipe, tmp_path, timeout=180)
+    assert_one_line_error(refused, "no longer holds its oldest records", "--accept-changelog-loss")
+    restore = pipe.brew("restore", "--state-dir", str(tmp_path / "r"), timeout=180)
+    assert_one_line_error(restore, "no longer holds its oldest records")
+    accepted = pipe.brew("restore", "--state-dir", str(tmp_path / "r"), "--accept-changelog-loss", timeout=180)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert "restore done" in accepted.stdout
+
+
+def test_a_changelog_recreated_under_a_running_daemon_is_republished(
+        pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(500, seed=54)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    log = tmp_path / "d.log"
+    daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
+    try:
+        wait_for(lambda: "processed=500" in log.read_text(), 180, "the first orders to be counted")
+        admin = pipe.conn.admin()
+        admin.delete_topics([pipe.topics.changelog])[pipe.topics.changelog].result()
+        wait_for(lambda: dict(_create(pipe)).get(pipe.topics.changelog) == "created", 60,
+                 "the changelog to be re-created")
+        second = make_orders(300, seed=55)
+        produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+        wait_for(lambda: "processed=800" in log.read_text(), 180, "the later orders to be counted")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    assert "re-created" in log.read_text()
+    # The new changelog alone restores everything, the counts from before it included.
+    assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
+
+
+def _create(pipe: Pipeline) -> list[tuple[str, str]]:
+    try:
+        return create_topics(pipe.conn, 3, 1, pipe.topics)
+    except BrewError:
+        return []
+
+
+def test_a_changelog_with_more_partitions_is_refused_then_migrated(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(600, seed=56)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert available_now(pipe, tmp_path).returncode == 0
+    admin = pipe.conn.admin()
+    admin.create_partitions([NewPartitions(pipe.topics.changelog, 6)])[pipe.topics.changelog].result()
+    refused = available_now(pipe, tmp_path, timeout=180)
+    assert_one_line_error(refused, "has 6 partitions but the state was built against 3", "republish-changelog")
+    restore = pipe.brew("restore", "--state-dir", str(tmp_path / "r"), timeout=180)
+    assert_one_line_error(restore, "has 6 partitions but the state was built against 3")
+
+    moved = pipe.brew("republish-changelog", "--state-dir", str(tmp_path / "state"), "--partitions", "6",
+                      timeout=180)
+    assert moved.returncode == 0, moved.stderr[-3000:]
+    second = make_orders(300, seed=57)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    assert available_now(pipe, tmp_path).returncode == 0
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
+    assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
+
+
+def test_input_lost_upstream_is_a_decision_not_a_crash(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(300, seed=58)
+    where = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert available_now(pipe, tmp_path).returncode == 0
+    second = make_orders(600, seed=59)
+    where2 = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    cut = {p: max(o for q, o in where2 if q == p) - 20 for p in range(3)}  # most of them, not all
+    delete_records(pipe, pipe.topics.orders, cut)
+    refused = available_now(pipe, tmp_path, timeout=180)
+    last = assert_one_line_error(refused, pipe.topics.orders, "--accept-input-loss", "were deleted")
+    for p in range(3):
+        assert f"partition {p} offsets" in last
+    accepted = available_now(pipe, tmp_path, "--accept-input-loss")
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert "skipping input lost" in accepted.stderr
+    kept = [o for o, (p, off) in zip(second, where2, strict=True) if off >= cut[p]]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + kept)
+    assert len(where) == 300
+
+
+def test_an_input_topic_recreated_is_a_decision_not_a_crash(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(300, seed=60)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert available_now(pipe, tmp_path).returncode == 0
+    admin = pipe.conn.admin()
+    admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
+    wait_for(lambda: dict(_create(pipe)).get(pipe.topics.orders) == "created", 60, "the input to be re-created")
+    second = make_orders(100, seed=61)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    refused = available_now(pipe, tmp_path, timeout=180)
+    assert_one_line_error(refused, "re-created or truncated", "--accept-input-loss")
+    accepted = available_now(pipe, tmp_path, "--accept-input-loss")
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
+
+
+def _in_namespace(script: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run a shell script as root of a private mount namespace (a tmpfs of our own)."""
+    return subprocess.run(["unshare", "--mount", "--map-root-user", "bash", "-euo", "pipefail", "-c", script],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_full_disk_is_one_line_and_the_next_start_is_exact(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(300, seed=62)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    second = make_orders(300, seed=63)
+    disk, ckpt = tmp_path / "disk", tmp_path / "ckpt"
+    disk.mkdir()
+    later = tmp_path / "later.jsonl"
+    later.write_bytes(b"\n".join(order_bytes(o)[1] for o in second) + b"\n")
+    env = f"KAFKA_BOOTSTRAP={pipe.conn.bootstrap} BREWSTREAM_TOPIC_PREFIX={pipe.topics.prefix}"
+    run = f"{env} {BREW} run --state-dir {disk}/state --checkpoint-dir {ckpt}"
+    out, err = tmp_path / "daemon.out", tmp_path / "full.err"
+    # The daemon runs; its disk fills up under it; more orders arrive. Then space is freed
+    # and the next start must be exact.
+    script = textwrap.dedent(f"""
+        mount -t tmpfs -o size=64m tmpfs {disk}
+        {run} --flush 1s --trigger 200ms > {out} 2> {err} &
+        daemon=$!
+        for _ in $(seq 300); do grep -q "processed=300" {out} && break; sleep 0.5; done
+        grep -q "processed=300" {out}
+        fallocate -l 1G {disk}/filler 2>/dev/null || dd if=/dev/zero of={disk}/filler bs=1M 2>/dev/null || true
+        {env} {BREW} seed-orders --file {later} > /dev/null
+        set +e
+        wait $daemon
+        echo "exit=$?"
+        set -e
+        rm {disk}/filler
+        {run} --available-now > /dev/null 2> {tmp_path}/after.err
+        {env} {BREW} counts --state-dir {disk}/state --json > {tmp_path}/counts.json
+    """)
+    proc = _in_namespace(script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + _read(tmp_path / "after.err")
+    assert "exit=1" in proc.stdout, proc.stdout
+    err = _read(tmp_path / "full.err")
+    assert "processed=300" in _read(out)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and not any(ln.lstrip().startswith("at ") for ln in lines), err[-3000:]
+    assert lines[-1].startswith("brewstream: error: ") and "disk is full" in lines[-1], err[-3000:]
+    import json
+
+    assert json.loads(_read(tmp_path / "counts.json"))["counts"] == oracle(first + second)
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_a_tiny_dlq_record_limit_is_fitted(pipe: Pipeline, tmp_path: Path) -> None:
+    set_config(pipe, pipe.topics.dlq, "max.message.bytes", "3000")
+    bad = b"{" + b"z" * 50_000
+    produce(pipe.conn, pipe.topics.orders, [(b"k" * 5000, bad)])
+    orders = make_orders(100, seed=64)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+
+    def fitted() -> Any:
+        # The broker takes the new limit a moment after it acknowledges it.
+        proc = available_now(pipe, tmp_path)
+        return proc if proc.returncode == 0 else None
+
+    wait_for(fitted, 300, "a run that fits the DLQ record", every=1)
+    dlq = read_topic(pipe.conn, pipe.topics.dlq)
+    assert len(dlq) == 1
+    headers = dict(dlq[0].headers())
+    assert headers["truncated"] == b"key,value" and int(headers["original-size"]) == len(bad)
+    assert int(headers["original-key-size"]) == 5000
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
+
+
+
+
+def test_a_read_only_state_dir_is_one_line_and_the_next_start_is_exact(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(200, seed=65)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    second = make_orders(100, seed=66)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    later = tmp_path / "later.jsonl"
+    later.write_bytes(b"\n".join(order_bytes(o)[1] for o in second) + b"\n")
+    env = f"KAFKA_BOOTSTRAP={pipe.conn.bootstrap} BREWSTREAM_TOPIC_PREFIX={pipe.topics.prefix}"
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    run = f"{env} {BREW} run --checkpoint-dir {tmp_path}/ckpt --available-now --state-dir"
+    script = textwrap.dedent(f"""
+        mount -t tmpfs -o size=64m tmpfs {disk}
+        {run} {disk}/state > /dev/null 2>&1
+        mount --bind {disk} {ro}
+        mount -o remount,bind,ro {ro}
+        {env} {BREW} seed-orders --file {later} > /dev/null
+        set +e
+        {run} {ro}/state > /dev/null 2> {tmp_path}/ro.err
+        echo "exit=$?"
+        set -e
+        {run} {disk}/state > /dev/null 2> {tmp_path}/after.err
+        {env} {BREW} counts --state-dir {disk}/state --json > {tmp_path}/counts.json
+    """)
+    proc = _in_namespace(script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + _read(tmp_path / "after.err")
+    assert "exit=1" in proc.stdout, proc.stdout
+    lines = [ln for ln in _read(tmp_path / "ro.err").splitlines() if ln.strip()]
+    assert len(lines) == 1 and "read-only" in lines[0], lines
+    import json
+
+    assert json.loads(_read(tmp_path / "counts.json"))["counts"] == oracle(first + second)

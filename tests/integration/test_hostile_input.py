@@ -1,0 +1,186 @@
+"""Input nobody on the team wrote: poison records, floods of garbage, huge names, aborted
+upstream transactions, a damaged checkpoint. The daemon keeps counting, the counts are
+exact, every bad record reaches the DLQ once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+from service.windows.events import encode_event_time
+from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, wait_for
+from tests.integration.test_drink_count import make_orders
+
+pytestmark = pytest.mark.spark
+
+
+def set_topic_config(pipe: Pipeline, topic: str, **config: str) -> None:
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in config.items()]
+    admin = pipe.conn.admin()
+    for f in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
+                                                             incremental_configs=entries)]).values():
+        f.result()
+
+
+def run_cli(pipe: Pipeline, tmp_path: Path, *extra: str, timeout: float = 600) -> Any:
+    proc = pipe.brew("run", "--state-dir", str(tmp_path / "state"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                     "--available-now", *extra, timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+def dlq_by_offset(pipe: Pipeline) -> dict[tuple[int, int], Any]:
+    out = {}
+    for m in read_topic(pipe.conn, pipe.topics.dlq):
+        h = dict(m.headers())
+        out[(int(h["source-partition"]), int(h["source-offset"]))] = m
+    return out
+
+
+def test_poison_orders_go_to_the_dlq_and_counting_goes_on(pipe: Pipeline, tmp_path: Path) -> None:
+    """items a number, a 5 MB order, a 100 KB drink name: each to the DLQ with a reason."""
+    set_topic_config(pipe, pipe.topics.orders, max_message_bytes=str(8 * 1024 * 1024))
+    good = make_orders(300, seed=40)
+    poison = [
+        b'{"order_id":"b","shop_id":"s","items":5}',
+        b'{"order_id":"b","shop_id":"s","items":true}',
+        b'{"order_id":"b","shop_id":"s","items":[[1]]}',
+        b'{"order_id":"' + b"x" * (5 * 1024 * 1024) + b'","shop_id":"s"}',  # 5 MB, no items
+        json.dumps({"order_id": "o", "shop_id": "s", "items": [{"drink": "y" * 100_000, "quantity": 1}]}).encode(),
+    ]
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "message.max.bytes": 8 * 1024 * 1024})
+    where: dict[bytes, tuple[int, int]] = {}
+    for i, raw in enumerate(poison):
+        # Brokers apply a config change a moment after they acknowledge it: retry until taken.
+        def sent(raw: bytes = raw, i: int = i) -> bool:
+            result: list[Any] = []
+            p.produce(pipe.topics.orders, key=b"poison", value=raw, partition=i % 3,
+                      on_delivery=lambda err, msg: result.append((err, msg.partition(), msg.offset())))
+            p.flush(30)
+            if result and result[0][0] is None:
+                where[raw[:60]] = (result[0][1], result[0][2])
+                return True
+            assert result and result[0][0].code() == KafkaError.MSG_SIZE_TOO_LARGE, result
+            return False
+
+        wait_for(sent, 60, "the broker to take a 5 MB record")
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in good))
+
+    proc = run_cli(pipe, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(good)
+    dlq = dlq_by_offset(pipe)
+    assert len(dlq) == len(read_topic(pipe.conn, pipe.topics.dlq)) == len(poison)
+    reasons = {raw[:60]: dict(dlq[where[raw[:60]]].headers())["error"].decode() for raw in poison}
+    assert reasons[poison[0][:60]] == "items is not a list"
+    assert reasons[poison[2][:60]] == "item 0 is not an object"
+    assert "over the 256-byte limit" in reasons[poison[4][:60]]
+    big = dlq[where[poison[3][:60]]]
+    headers = dict(big.headers())
+    assert headers["truncated"] == b"value" and int(headers["original-size"]) == len(poison[3])
+    assert poison[3].startswith(big.value()) and 0 < len(big.value()) < 1_048_588  # the DLQ topic's limit
+    # The top-N snapshot never carries a name over the limit.
+    snapshot = json.loads(read_topic(pipe.conn, pipe.topics.counts)[-1].value())
+    assert all(len(r["drink"]) <= 256 for r in snapshot["top"])
+
+
+def test_a_flood_of_big_garbage_costs_bounded_memory(pipe: Pipeline, tmp_path: Path) -> None:
+    """1,300 garbage records of ~0.9 MB (1.2 GB) with default flags: all in the DLQ, counts exact."""
+    junk = [bytes([65 + i % 26]) * 900_000 for i in range(1300)]
+    good = make_orders(200, seed=41)
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "linger.ms": 20})
+    for i, raw in enumerate(junk):
+        p.produce(pipe.topics.orders, key=str(i).encode(), value=raw)
+        if i % 50 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in good))
+
+    proc = run_cli(pipe, tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(good)
+    dlq = dlq_by_offset(pipe)
+    assert len(dlq) == len(junk)
+    assert {dict(m.headers())["error"] for m in dlq.values()} == {b"not JSON"}
+    assert sorted(len(m.value()) for m in dlq.values()) == [900_000] * len(junk)  # whole: they fit
+
+
+def test_aborted_upstream_transactions_count_nothing(pipe: Pipeline, tmp_path: Path) -> None:
+    good = make_orders(400, seed=42)
+    aborted = make_orders(150, seed=43)
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "transactional.id": f"upstream-{pipe.topics.prefix}"})
+    p.init_transactions(30)
+    for chunk, commit in ((good[:200], True), (aborted, False), (good[200:], True)):
+        p.begin_transaction()
+        for o in chunk:
+            k, v = order_bytes(o)
+            p.produce(pipe.topics.orders, key=k, value=v)
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    first = run_cli(pipe, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(good)
+    # The store's offsets agree with Spark's across the transaction markers: the next
+    # start resumes from the checkpoint instead of dropping it.
+    more = make_orders(100, seed=44)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    second = run_cli(pipe, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming from the checkpoint" in second.stderr
+    assert "ahead of the store" not in second.stderr
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(good + more)
+
+
+def test_a_truncated_checkpoint_is_dropped_with_a_warning(pipe: Pipeline, tmp_path: Path) -> None:
+    first = make_orders(500, seed=45)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert run_cli(pipe, tmp_path, "--max-offsets-per-trigger", "200").returncode == 0
+    offsets = tmp_path / "ckpt" / "offsets"
+    last = max((f for f in offsets.iterdir() if f.name.isdigit()), key=lambda f: int(f.name))
+    last.write_bytes(last.read_bytes()[: len(last.read_bytes()) // 2])  # a crash on a full disk
+    second = make_orders(300, seed=46)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    proc = run_cli(pipe, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "checkpoint" in proc.stderr and "damaged" in proc.stderr
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
+
+
+def test_poison_events_do_not_stop_the_windows(pipe: Pipeline, tmp_path: Path) -> None:
+    """An event-time of 2^64-1, an amount of 1e300, a 70,000-character shop with sessions."""
+    t0 = 1_795_000_000 * 10**9
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap})
+    poison = [
+        (b"s", b'{"shop_id":"s","drink":"latte","amount":2.5}', encode_event_time(2**64 - 1)),
+        (b"s", b'{"shop_id":"s","drink":"latte","amount":1e300}', encode_event_time(t0)),
+        (b"s", json.dumps({"shop_id": "x" * 70_000, "drink": "latte", "amount": 1}).encode(), encode_event_time(t0)),
+        (b"s", b'{"shop_id":"s","drink":"latte","amount":2}', b"\x01\x02"),
+    ]
+    for k, v, h in poison:
+        p.produce(pipe.topics.events, key=k, value=v, partition=0, headers=[("event-time", h)])
+    good = [(f"shop-{i % 3}", t0 + i * 10**9) for i in range(50)]
+    for shop, t in good:
+        p.produce(pipe.topics.events, key=shop.encode(), partition=0, headers=[("event-time", encode_event_time(t))],
+                  value=json.dumps({"shop_id": shop, "drink": "latte", "amount": 2.5}).encode())
+    assert p.flush(30) == 0
+    proc = pipe.brew("windows", "--state-dir", str(tmp_path / "state"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                     "--available-now", "--session-gap", "5s", "--from", "earliest", "--watermark-delay", "1s",
+                     timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    dlq = read_topic(pipe.conn, pipe.topics.dlq)
+    assert len(dlq) == len(poison)
+    reasons = sorted(dict(m.headers())["error"].decode() for m in dlq)
+    assert any("event time" in r and "out of range" in r for r in reasons), reasons
+    assert any(r.startswith("amount") and "out of range" in r for r in reasons), reasons
+    assert any("shop_id is 70000 bytes" in r for r in reasons), reasons
+    assert "events=54" in proc.stderr
