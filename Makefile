@@ -60,6 +60,7 @@ unit: install
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check service restorer topics sandbox tests bench tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The benchmark (BENCHMARKS.md): its own sandbox broker, every scenario, a table on stdout
 # and bench/results/latest.json. A quick pass:

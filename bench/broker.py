@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.kafka import KafkaConnection, require_broker
+from topics.kafka import KafkaConnection, require_broker
 
 
 @contextmanager

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from bench.config import DEFAULT_OUTPUT, DEFAULT_QUIX_PYTHON, DEFAULT_WORK, SCENARIOS, BenchConfig, OursSweep
-from bench.errors import BenchError
 from service.durations import DURATION, parse_duration
+from topics.errors import BrewError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -112,6 +112,6 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except BenchError as exc:
+    except BrewError as exc:  # BenchError, or a shared helper's
         click.echo(f"bench: FAILED: {exc}", err=True)
         sys.exit(1)

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.config import BenchConfig
-from service.kafka import KafkaConnection
+from restorer.store import StateDir
 from topics.catalog import Topics
+from topics.kafka import KafkaConnection
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class DaemonDirs:
 
     @property
     def store(self) -> Path:
-        return self.state / "store"
+        return StateDir(self.state).store_path
 
 
 @dataclass

@@ -15,10 +15,11 @@ from typing import Any
 import orjson
 
 from bench.errors import BenchError
-from service.codec import encode_u64
-from service.kafka import KafkaConnection, produce_waiting
+from restorer.codec import encode_u64
 from topics.feed import produce
+from topics.kafka import KafkaConnection
 from topics.orders_gen import OrderGenerator
+from topics.records import produce_waiting
 
 Record = tuple[bytes, bytes]
 

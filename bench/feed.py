@@ -14,7 +14,8 @@ import time
 from confluent_kafka import KafkaError, Message
 
 from bench.dataset import OrderStream
-from service.kafka import DeliveryCallback, KafkaConnection, produce_waiting
+from topics.kafka import KafkaConnection
+from topics.records import DeliveryCallback, produce_waiting
 
 TICK_S = 0.01
 

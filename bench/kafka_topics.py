@@ -7,16 +7,17 @@ can remove exactly what it made.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
+from functools import partial
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from bench.errors import BenchError
-from service.kafka import KafkaConnection, end_offsets, partitions_of
 from topics.admin import create_topics
 from topics.catalog import Topics
+from topics.clock import wait_until
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 READY_TIMEOUT_S = 30.0
 
@@ -33,11 +34,8 @@ def reset_outputs(conn: KafkaConnection, topics: Topics, partitions: int) -> Non
     outputs = [topics.changelog, topics.counts, topics.dlq]
     admin = conn.admin()  # must outlive its futures
     _settle(admin.delete_topics(outputs, request_timeout=30), ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while any(t in conn.admin().list_topics(timeout=10).topics for t in outputs):
-        if time.monotonic() > deadline:
-            raise BenchError(f"topics {outputs} were not deleted within {READY_TIMEOUT_S:.0f}s")
-        time.sleep(0.1)
+    wait_until(lambda: not any(t in conn.admin().list_topics(timeout=10).topics for t in outputs),
+               READY_TIMEOUT_S, f"topics {outputs} to be deleted", every=0.1)
     create_pipeline(conn, topics, partitions)
 
 
@@ -51,17 +49,17 @@ def wait_ready(conn: KafkaConnection, names: Iterable[str]) -> None:
     """Until every partition answers a watermark query: a new topic's metadata takes a
     moment to reach every client, and the daemon fails fast on a missing partition."""
     consumer = conn.consumer()
-    deadline = time.monotonic() + READY_TIMEOUT_S
+
+    def answers(name: str) -> bool:
+        try:
+            end_offsets(consumer, name, partitions_of(conn, name), timeout=2.0)
+        except Exception:
+            return False
+        return True
+
     try:
         for name in names:
-            while True:
-                try:
-                    end_offsets(consumer, name, partitions_of(conn, name), timeout=2.0)
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise BenchError(f"topic {name} is not ready after {READY_TIMEOUT_S:.0f}s") from None
-                    time.sleep(0.1)
+            wait_until(partial(answers, name), READY_TIMEOUT_S, f"topic {name} to be ready", every=0.1)
     finally:
         consumer.close()
 

@@ -63,6 +63,11 @@ class Child:
         self._reader = threading.Thread(target=self._read, name=f"out-{name}", daemon=True)
         self._reader.start()
 
+    def exit_reason(self) -> str | None:
+        """Why waiting on this child is pointless (it exited), or None while it runs."""
+        code = self.proc.poll()
+        return None if code is None else f"{self.name} exited ({code}); see {self.log_path}"
+
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in iter(self.proc.stdout.readline, b""):

@@ -9,7 +9,7 @@ import time
 import orjson
 from confluent_kafka import TopicPartition
 
-from service.kafka import KafkaConnection, partitions_of
+from topics.kafka import KafkaConnection, partitions_of
 
 
 class SnapshotReader(threading.Thread):

@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import BrewError
+from restorer.store import Store
 from service.periodic import Every
-from service.store import Store
+from topics.errors import BrewError
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from service.errors import BrewError
+from topics.errors import BrewError
 
 CATCH_UP, RESTORE, REPUBLISH = "catch-up", "restore", "republish"
 

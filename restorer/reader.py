@@ -25,14 +25,14 @@ offsets fixes a cut that is not.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
-from service.codec import (
+from restorer.codec import (
     CHANGELOG_PARTITIONS,
     CHANGELOG_TOPIC_ID,
     U64_LEN,
@@ -43,12 +43,12 @@ from service.codec import (
     is_local,
     local_key,
     position_key,
-    position_prefix,
     shape_prefix,
 )
-from service.errors import BrewError
-from service.kafka import KafkaConnection, describe_topic, end_offsets
-from service.store import Store
+from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
+from restorer.store import Store
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, describe_topic, end_offsets
 
 POLL_BATCH = 10_000
 CONSISTENT_CUT_TIMEOUT_S = 30.0
@@ -75,8 +75,13 @@ class RestoreResult:
     end: dict[int, int]
 
     def summary(self) -> str:
+        """The line a restore ends with (``RESTORED`` reads it)."""
         return (f"restore done: records={self.records} keys={self.keys} "
                 f"partitions={self.partitions} in {self.seconds:.1f} s")
+
+
+RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+) partitions=(?P<partitions>\d+) "
+                      r"in (?P<seconds>[\d.]+) s")
 
 
 def view_changelog(conn: KafkaConnection, topic: str) -> ChangelogView:
@@ -170,7 +175,7 @@ def _reader(conn: KafkaConnection) -> Consumer:
 
 
 def _positions(store: Store) -> dict[int, int]:
-    return decode_entries(store.scan(position_prefix())).positions
+    return store.positions()
 
 
 def _ends(consumer: Consumer, topic: str, partitions: list[int]) -> dict[int, int]:
@@ -247,7 +252,7 @@ def _checked_key(topic: str, partition: int, offset: int, key: bytes | None, val
 
 def _split_transaction(store: Store, latest: dict[bytes, bytes | None]) -> dict[int, int] | None:
     """The commit marker of each partition, when they do not all name the same batch."""
-    commits = decode_entries(store.scan(commit_prefix())).commits
+    commits = store.commit_markers()
     commits.update(decode_entries(
         (k, v) for k, v in latest.items() if v is not None and k.startswith(commit_prefix())
     ).commits)

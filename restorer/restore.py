@@ -4,40 +4,30 @@ rebuilt from its store (the way to move a store to another partition count)."""
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
+from restorer.changelog import ChangelogWriter
+from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC_ID, local_key, position_prefix
+from restorer.commit import commit_batch
 from restorer.integrity import plan_start
 from restorer.progress import RestoreProgress
 from restorer.reader import RestoreResult, ValueCheck, apply_changelog, check_count, store_facts, view_changelog
-from service.changelog import ChangelogWriter
-from service.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC_ID, local_key, position_prefix
-from service.errors import BrewError
-from service.kafka import KafkaConnection, describe_topic
-from service.sink import commit_batch
-from service.store import StateDir, Store
-from topics.catalog import Topics
+from restorer.store import StateDir, Store
+from topics.clock import wait_until
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, describe_topic
 
 log = logging.getLogger("brewstream")
 
 TOPIC_TIMEOUT_S = 60.0
 
 
-def value_check(store_name: str) -> ValueCheck:
-    if store_name == "drink-count":
-        return check_count
-    from service.windows.state import check_value
-
-    return check_value
-
-
-def restore_store(conn: KafkaConnection, topics: Topics, store_name: str, state_dir: Path, clean: bool,
-                  accept_loss: bool) -> RestoreResult:
+def restore_store(conn: KafkaConnection, changelog: str, state_dir: Path, clean: bool, accept_loss: bool,
+                  check_value: ValueCheck = check_count) -> RestoreResult:
     """Rebuild an empty (or ``clean``ed) store from its changelog, with progress."""
-    _, changelog = topics.of_store(store_name)
     with StateDir(state_dir) as sd:
         if clean:
             sd.remove_store()
@@ -50,14 +40,13 @@ def restore_store(conn: KafkaConnection, topics: Topics, store_name: str, state_
                 log.warning(plan.warning)
             with RestoreProgress("restore") as progress:
                 return apply_changelog(conn, changelog, store, start=plan.start, on_progress=progress.update,
-                                       check_value=value_check(store_name))
+                                       check_value=check_value)
 
 
-def republish_changelog(conn: KafkaConnection, topics: Topics, store_name: str, state_dir: Path, partitions: int,
-                        replication_factor: int) -> str:
-    """Re-create the changelog with ``partitions`` and publish the whole store to it."""
-    _, changelog = topics.of_store(store_name)
-    spec = next(s for s in topics.specs() if s.name == changelog)
+def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dict[str, str], state_dir: Path,
+                        partitions: int, replication_factor: int, check_value: ValueCheck = check_count) -> str:
+    """Re-create the changelog with ``partitions`` (and ``topic_config``) and publish the
+    whole store to it."""
     with StateDir(state_dir) as sd, Store(sd.store_path) as store:
         if not store.holds_state():
             built = store.local(CHANGELOG_PARTITIONS)
@@ -65,11 +54,11 @@ def republish_changelog(conn: KafkaConnection, topics: Topics, store_name: str, 
             log.info("the store is empty: restoring it from %s first", changelog)
             with RestoreProgress("restore") as progress:
                 apply_changelog(conn, changelog, store, start={p: 0 for p in range(old.partitions)},
-                                on_progress=progress.update, check_value=value_check(store_name),
+                                on_progress=progress.update, check_value=check_value,
                                 built_partitions=int(built) if built else None)
         forget = [(k, None) for k, _ in store.scan(position_prefix())]
         store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_PARTITIONS), None)])
-        _recreate(conn, changelog, partitions, replication_factor, spec.config)
+        _recreate(conn, changelog, partitions, replication_factor, topic_config)
         writer = ChangelogWriter(conn, changelog, list(range(partitions)))
         writer.start()
         try:
@@ -88,14 +77,16 @@ def _recreate(conn: KafkaConnection, topic: str, partitions: int, replication_fa
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise BrewError(f"deleting {topic} failed: {exc.args[0].str()}") from None
-    deadline = time.monotonic() + TOPIC_TIMEOUT_S
-    while True:
+
+    def created() -> bool:
         try:
             admin.create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config))],
                                 request_timeout=TOPIC_TIMEOUT_S)[topic].result()
-            return
         except KafkaException as exc:
             # The deletion takes a moment to finish; until then the name is taken.
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise BrewError(f"creating {topic} failed: {exc.args[0].str()}") from None
-            time.sleep(0.5)
+            return False
+        return True
+
+    wait_until(created, TOPIC_TIMEOUT_S, f"{topic} to be created again", every=0.5)

@@ -8,18 +8,19 @@ log segments under ``logs/``. Readiness is an admin call that succeeds, never a 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.errors import BrewError
-from service.jars import broker_classpath
-from service.kafka import admin_client
+from sandbox.jars import broker_classpath
+from topics.clock import WaitTimedOut, wait_until
+from topics.errors import BrewError
+from topics.kafka import admin_client
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -122,9 +123,8 @@ def down(sandbox: Sandbox, timeout: float = STOP_TIMEOUT_S) -> str:
         sandbox.pid_file.unlink(missing_ok=True)
         return "sandbox not running"
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    with contextlib.suppress(WaitTimedOut):
+        wait_until(lambda: not _alive(pid), timeout, "the broker to stop")
     if _alive(pid):
         # A controlled shutdown that hangs past the deadline is not worth waiting for
         # in a sandbox; the log directory survives a SIGKILL.
@@ -218,20 +218,17 @@ def _log_opts(sandbox: Sandbox) -> list[str]:
 
 
 def _wait_ready(sandbox: Sandbox, pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            sandbox.pid_file.unlink(missing_ok=True)
-            raise BrewError(
-                f"the sandbox broker exited during start-up; last log lines: {_log_tail(sandbox)}"
-            )
-        if serves(sandbox.bootstrap, timeout=2.0):
-            return
-        time.sleep(0.3)
-    raise BrewError(
-        f"the sandbox broker did not answer on {sandbox.bootstrap} within {timeout:.0f}s; "
-        f"see {sandbox.log_file}"
-    )
+    def died() -> str | None:
+        if _alive(pid):
+            return None
+        sandbox.pid_file.unlink(missing_ok=True)
+        return f"the sandbox broker exited during start-up (last log lines: {_log_tail(sandbox)})"
+
+    try:
+        wait_until(lambda: serves(sandbox.bootstrap, timeout=2.0), timeout,
+                   f"the sandbox broker to answer on {sandbox.bootstrap}", every=0.3, give_up=died)
+    except WaitTimedOut as exc:
+        raise BrewError(f"{exc}; see {sandbox.log_file}") from None
 
 
 def _log_tail(sandbox: Sandbox, lines: int = 3) -> str:
@@ -277,9 +274,8 @@ def _is_broker(pid: int) -> bool:
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    with contextlib.suppress(WaitTimedOut):
+        wait_until(lambda: not _alive(pid), timeout, "the broker to be gone", every=0.1)
 
 
 def _port_in_use(port: int) -> bool:

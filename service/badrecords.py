@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 # Bytes of bad records one task carries to the driver before it sends positions only.
 TASK_CARRY_BUDGET = 4 * 1024 * 1024
-# Must equal service.kafka.RECORD_OVERHEAD and KEY_KEEP: an executor cuts no more than the
+# Must equal topics.records.RECORD_OVERHEAD and KEY_KEEP: an executor cuts no more than the
 # driver would.
 RECORD_OVERHEAD = 1024
 KEY_KEEP = 1024
@@ -56,3 +56,8 @@ class CarryBudget:
             return False
         self.left -= len(key or b"") + len(value or b"")
         return True
+
+
+def internal_reason(exc: BaseException) -> str:
+    """The DLQ reason of a record whose processing raised something unexpected."""
+    return f"internal: {type(exc).__name__}"

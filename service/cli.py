@@ -12,12 +12,12 @@ import click
 
 from service.cli_common import CONTEXT, F, kafka_options, topic_prefix_option
 from service.durations import DURATION, format_duration
-from service.errors import BrewError, disk_problem, one_line
-from service.kafka import KafkaConnection, require_broker, show_client_logs
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.signals import stop_on_signals
 from service.webboard.command import board_cmd
+from topics.errors import BrewError, disk_problem, one_line
+from topics.kafka import KafkaConnection, require_broker, show_client_logs
 
 
 @click.group(context_settings=CONTEXT)
@@ -253,7 +253,7 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
 @click.option("--top-n", type=click.IntRange(min=1), default=10, show_default=True, help="Rows on the board.")
 def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
     """The drink-count daemon: brew.orders.v1 -> exact counts in RocksDB + changelog, top-N board."""
-    from service.drink_count import BoardConfig, run
+    from service.drink_count.pipeline import BoardConfig, run
 
     if flush_s <= 0:
         raise click.BadParameter("--flush must be above 0")
@@ -284,28 +284,14 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
                 allowed_s: float, emit: str, print_s: float, print_windows: int, start_from: str,
                 **common: Any) -> int:
     """Event-time windows over brew.order-events.v1 with a watermark, allowed lateness and a late output."""
-    from service.windows.assign import MAX_SPAN_NS, WindowSpec
-    from service.windows.pipeline import TableConfig, run
-    from service.windows.step import WindowsConfig
+    from service.windows.pipeline import TableConfig, run, windows_config
 
-    ns = 10**9
-    if hop_s is not None and gap_s is not None:
-        raise click.BadParameter("--hop and --session-gap do not go together")
-    try:
-        if gap_s is not None:
-            spec = WindowSpec.session(int(gap_s * ns), int(allowed_s * ns))
-        elif hop_s is not None:
-            spec = WindowSpec.hopping(int(window_s * ns), int(hop_s * ns), int(allowed_s * ns))
-        else:
-            spec = WindowSpec.tumbling(int(window_s * ns), int(allowed_s * ns))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
     if print_s <= 0:
         raise click.BadParameter("--print must be above 0")
-    if not 0 <= delay_s * ns <= MAX_SPAN_NS or window_s * ns > MAX_SPAN_NS:
-        raise click.BadParameter("--watermark-delay and --window must lie between 0 and ten years")
-    cfg = WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit == "early", int(window_s * ns),
-                        print_windows)
+    try:
+        cfg = windows_config(window_s, hop_s, gap_s, delay_s, idle_s, allowed_s, emit == "early", print_windows)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
 
 
@@ -325,35 +311,24 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
 def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int | None, seed: int | None, shops: int,
                event_lag_max: float, late_prob: float, late_lag_min: float, late_lag_max: float) -> int:
     """Produce order events with an event-time header to brew.order-events.v1 (seed 01's generator)."""
-    import time
-
     from topics.catalog import Topics
-    from topics.events_gen import EventGenerator, EventsConfig
-    from topics.feed import Record, produce
+    from topics.events_gen import EventGenerator, EventsConfig, EventStream
+    from topics.feed import produce
 
     require_broker(conn)
     topic = Topics(topic_prefix).events
     ns = 10**9
-    gen = EventGenerator(EventsConfig(shops, int(event_lag_max * ns), late_prob, int(late_lag_min * ns),
-                                      int(late_lag_max * ns)), seed)
-    late = 0
-
-    def records() -> Any:
-        nonlocal late
-        while True:
-            ev = gen.at(time.time_ns())
-            late += ev.late
-            rec: Record = (ev.key, ev.value, ev.headers)
-            yield rec
+    events = EventStream(EventGenerator(EventsConfig(shops, int(event_lag_max * ns), late_prob,
+                                                     int(late_lag_min * ns), int(late_lag_max * ns)), seed))
 
     def progress(sent: int) -> None:
         if sent % 50 == 0:
-            click.echo(f"sent={sent} late={late}")
+            click.echo(f"sent={sent} late={events.late}")
 
     with stop_on_signals() as stop:
-        result = produce(conn, records(), topic=topic, count=count, interval_s=rate, per_tick=1, stop=stop,
+        result = produce(conn, events, topic=topic, count=count, interval_s=rate, per_tick=1, stop=stop,
                          on_progress=progress)
-    click.echo(f"events: sent {result.sent} events to {topic} ({late} late)"
+    click.echo(f"events: sent {result.sent} events to {topic} ({events.late} late)"
                + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
     return 1 if result.failed else 0
 
@@ -370,11 +345,13 @@ def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state
                 accept_changelog_loss: bool) -> None:
     """Rebuild a store from its changelog, up to the end offsets."""
     from restorer.restore import restore_store
+    from service.stores import store_kind
     from topics.catalog import Topics
 
     require_broker(conn)
-    result = restore_store(conn, Topics(topic_prefix), store_name, state_dir or Path("state") / store_name, clean,
-                           accept_changelog_loss)
+    kind = store_kind(store_name, Topics(topic_prefix))
+    result = restore_store(conn, kind.changelog.name, state_dir or kind.default_state_dir, clean,
+                           accept_changelog_loss, kind.check_value)
     click.echo(result.summary())
 
 
@@ -393,11 +370,14 @@ def republish_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, sta
     publish the whole store to it (restoring the store from the old changelog first if it
     is gone). Stop the daemon first."""
     from restorer.restore import republish_changelog
+    from service.stores import store_kind
     from topics.catalog import Topics
 
     require_broker(conn)
-    click.echo(republish_changelog(conn, Topics(topic_prefix), store_name, state_dir or Path("state") / store_name,
-                                   partitions, replication_factor))
+    kind = store_kind(store_name, Topics(topic_prefix))
+    click.echo(republish_changelog(conn, kind.changelog.name, kind.changelog.config,
+                                   state_dir or kind.default_state_dir, partitions, replication_factor,
+                                   kind.check_value))
 
 
 @cli.command("counts", context_settings=CONTEXT)
@@ -408,21 +388,12 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
     """Print the store: counts per drink and the next input offset per partition."""
     import orjson
 
-    from service.store import StateDir, Store
-    from service.topn import top_n as rank
+    from restorer.store import StateDir, Store
+    from service.drink_count.topn import counts_text
 
     with Store(StateDir(state_dir).store_path, read_only=True) as store:
         state = store.read_all()
-    if as_json:
-        click.echo(orjson.dumps(state.as_json()).decode())
-        return
-    ranked = rank(state.counts, top_n or len(state.counts))
-    width = max((len(r.drink) for r in ranked), default=5)
-    for r in ranked:
-        click.echo(f"{r.drink:<{width}}  {r.count}")
-    offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
-    click.echo(f"processed_orders={state.processed_orders} bad_orders={state.meta.get('bad_orders', 0)} "
-               f"next offsets: {offsets or '(none)'}")
+    click.echo(orjson.dumps(state.as_json()).decode() if as_json else counts_text(state, top_n))
 
 
 @cli.command("status", context_settings=CONTEXT)
@@ -442,20 +413,16 @@ def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_
 
     import orjson
 
-    from service.status import read_status, status_text
+    from service.status import health_problems, read_status, status_text
+    from service.stores import store_kind
     from topics.catalog import Topics
 
     require_broker(conn)
-    status = read_status(conn, state_dir or Path("state") / store_name, Topics(topic_prefix).of_store(store_name)[0])
+    kind = store_kind(store_name, Topics(topic_prefix))
+    status = read_status(conn, state_dir or kind.default_state_dir, kind.input_topic)
     now = time.time()
     click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
-    problems = []
-    if max_lag is not None and status.lag > max_lag:
-        problems.append(f"lag {status.lag} is above --max-lag {max_lag}")
-    age = status.batch_age_s(now)
-    if max_batch_age is not None and (age is None or age > max_batch_age):
-        problems.append("no batch committed yet" if age is None else
-                        f"last batch {age:.0f}s ago is older than --max-batch-age {format_duration(max_batch_age)}")
+    problems = health_problems(status, now, max_lag, max_batch_age)
     for problem in problems:
         click.echo(f"unhealthy: {problem}", err=True)
     return 3 if problems else 0

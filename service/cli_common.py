@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from service.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
+from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
 
 F = TypeVar("F", bound=Callable[..., Any])
 

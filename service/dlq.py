@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
+from restorer.changelog import OutputRecord
 from service.badrecords import BadRecord
-from service.changelog import OutputRecord
-from service.kafka import KafkaConnection, fit_record, read_at
+from topics.kafka import KafkaConnection
+from topics.records import fit_record, read_at
 
 log = logging.getLogger("brewstream")
 

@@ -31,16 +31,20 @@ from typing import Any, TextIO
 import orjson
 from confluent_kafka import TopicPartition
 
+from restorer.faults import ENV as FAULT_ENV
+from restorer.faults import POINTS
 from restorer.reader import apply_changelog
-from service.errors import BrewError
-from service.faults import ENV as FAULT_ENV
-from service.faults import POINTS
-from service.kafka import KafkaConnection, end_offsets, headers_of, partitions_of, require_broker
-from service.store import Store
+from restorer.store import StateDir, Store
+from service.drink_count.pipeline import BATCH_PATTERN
+from service.runner import READY_PATTERN
 from topics.admin import create_topics, delete_topics
 from topics.catalog import Topics
+from topics.clock import WaitTimedOut, wait_until
+from topics.errors import BrewError
 from topics.feed import produce
+from topics.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from topics.orders_gen import OrderGenerator
+from topics.records import headers_of
 
 DISK_ACTIONS = ("delete state dir", "delete checkpoint", "delete both", "keep disk")
 FIRST_BATCH_TIMEOUT_S = 180.0
@@ -197,14 +201,11 @@ class _Daemon:
         return f"{delay:.1f}s after {anchor}"
 
     def drain(self, done: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if self.proc.poll() is not None:
-                raise BrewError(f"the daemon exited with {self.proc.returncode} while draining; see {self.log}")
-            if time.monotonic() > deadline:
-                self._kill()
-                raise BrewError(f"the daemon did not consume the input within {timeout:.0f}s; see {self.log}")
-            time.sleep(1.0)
+        try:
+            wait_until(done, timeout, "the daemon to consume the input", every=1.0, give_up=self._exited)
+        except WaitTimedOut as exc:
+            self._kill()
+            raise BrewError(f"{exc}; see {self.log}") from None
         self.proc.send_signal(signal.SIGTERM)
         if self.proc.wait(120) != 0:
             raise BrewError(f"the daemon exited with {self.proc.returncode} on SIGTERM; see {self.log}")
@@ -212,23 +213,28 @@ class _Daemon:
     def _wait_for_batch(self, idle: Callable[[], bool]) -> str:
         """Wait for the first batch of this run; once everything fed is counted there is
         none to wait for, and a query that has started is killed as it idles."""
-        deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
         next_idle_check = 0.0
-        while True:
-            text = self.log.read_bytes()
-            if b"INFO batch " in text:
+
+        def started() -> str | None:
+            nonlocal next_idle_check
+            text = self.log.read_text(errors="replace")
+            if BATCH_PATTERN.search(text):
                 return "1st batch"
-            if b"drink-count: input=" in text and time.monotonic() >= next_idle_check:
+            if READY_PATTERN.search(text) and time.monotonic() >= next_idle_check:
                 next_idle_check = time.monotonic() + 2.0  # opens the store and asks Kafka
                 if idle():
                     return "start, idle"
-            if self.proc.poll() is not None:
-                raise BrewError(f"the daemon exited with {self.proc.returncode} before its first batch; "
-                                f"see {self.log}")
-            if time.monotonic() > deadline:
-                self._kill()
-                raise BrewError(f"no batch within {FIRST_BATCH_TIMEOUT_S:.0f}s; see {self.log}")
-            time.sleep(0.2)
+            return None
+
+        try:
+            return wait_until(started, FIRST_BATCH_TIMEOUT_S, "its first batch", give_up=self._exited)
+        except WaitTimedOut as exc:
+            self._kill()
+            raise BrewError(f"{exc}; see {self.log}") from None
+
+    def _exited(self) -> str | None:
+        code = self.proc.poll()
+        return None if code is None else f"the daemon exited with {code}"
 
     def _alive_for(self, seconds: float) -> bool:
         try:
@@ -282,7 +288,7 @@ def _lose(action: str, state: Path, checkpoint: Path) -> None:
 
 
 def _read_store(state: Path) -> Any:
-    store_path = state / "store"
+    store_path = StateDir(state).store_path
     if not (store_path / "CURRENT").exists():
         return None
     with Store(store_path, read_only=True) as store:

@@ -9,7 +9,7 @@ the first is gone and the second takes over. Only Kafka is shared, so this works
 machines.
 
 The lease is advisory: correctness rests on fencing (invariant 6, see
-``service.changelog.transactional_id``). Two instances that race past each other's
+``restorer.changelog.transactional_id``). Two instances that race past each other's
 leases still leave exactly one writer: the later one fences the earlier.
 """
 
@@ -27,9 +27,9 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from service.errors import BrewError
-from service.kafka import KafkaConnection
 from service.periodic import Every
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
 
 log = logging.getLogger("brewstream")
 

@@ -18,12 +18,11 @@ from typing import Any
 from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from service.codec import decode_entries, offset_prefix
-from service.errors import BrewError
-from service.kafka import KafkaConnection, end_offsets, partitions_of
+from restorer.store import Store
 from service.periodic import Every
 from service.status import input_lag
-from service.store import Store
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +135,7 @@ class MetricsRefresher:
         if self._consumer is None:
             self._consumer = self.conn.consumer()
         m, p = self.metrics, self.metrics.pipeline
-        stored = decode_entries(self.store.scan(offset_prefix(self.topic))).next_offsets(self.topic)
+        stored = self.store.next_offsets(self.topic)
         ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
         for partition, lag in input_lag(stored, ends).items():
             m.input_lag.labels(p, str(partition)).set(lag)

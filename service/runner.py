@@ -22,36 +22,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from restorer.integrity import REPUBLISH, RESTORE, plan_start
-from restorer.progress import RestoreProgress
-from restorer.reader import ValueCheck, apply_changelog, check_count, store_facts, view_changelog
-from service.changelog import ChangelogWriter
-from service.codec import Entry, encode_u64, input_topic_id_name, local_key, offset_key
-from service.errors import BrewError, Fenced, SinkClosed, disk_problem
-from service.faults import FaultPlan, kill_process_and
-from service.kafka import (
-    KafkaConnection,
-    describe_topic,
-    end_offsets,
-    max_record_bytes,
-    partitions_of,
-    require_broker,
-)
+from restorer.catchup import bring_store_up_to_date
+from restorer.changelog import ChangelogWriter, Fenced
+from restorer.codec import Entry, encode_u64, input_topic_id_name, local_key, offset_key
+from restorer.commit import commit_batch
+from restorer.faults import FaultPlan, kill_process_and
+from restorer.reader import ValueCheck, check_count
+from restorer.store import StateDir, Store
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Holder, Lease
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
 from service.signals import stop_on_signals
-from service.sink import SinkOptions, commit_batch
+from service.sink import SinkClosed, SinkOptions
 from service.spark_session import build_session, warm_python_workers
 from service.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start, input_gaps
-from service.store import StateDir, Store
 from topics.catalog import DEFAULT_TOPICS, Topics
+from topics.errors import BrewError, disk_problem
+from topics.kafka import KafkaConnection, describe_topic, end_offsets, max_record_bytes, partitions_of, require_broker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
+
+# Logged once the store is open, fenced and caught up, just before Spark starts the query.
+READY_LINE = "%s: input=%s changelog=%s state=%s checkpoint=%s; %s"
+READY_PATTERN = re.compile(r"(?P<pipeline>[\w-]+): input=(?P<input>\S+) changelog=")
 
 # Default cap on records per micro-batch: with it, no backlog can make one batch too big
 # for the driver (its bad records travel as positions once a task's budget is spent).
@@ -119,7 +116,7 @@ class Pipeline:
     make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)
-    batch_module: str = "service.aggregate"  # what the Python workers run; imported before the first batch
+    batch_module: str = "service.drink_count.aggregate"  # what the Python workers run; imported before the first batch
     check_value: ValueCheck = check_count
 
 
@@ -160,8 +157,9 @@ def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics
             changelog = ChangelogWriter(conn, p.changelog_topic, changelog_partitions, record_bytes)
             changelog.start()
             try:
-                bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value, metrics,
-                                       cfg.accept_changelog_loss)
+                applied = bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value,
+                                                 cfg.accept_changelog_loss, on_progress=metrics.restore_progress)
+                metrics.restore_records.labels(metrics.pipeline).inc(applied)
                 check_input(conn, store, changelog, p.input_topic, cfg.accept_input_loss, metrics)
                 if p.start_when_empty == "latest":
                     _pin_latest(conn, store, changelog, p.input_topic, input_partitions)
@@ -218,8 +216,8 @@ def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink
     """Start the query; start it again from the store's offsets where a restart can help."""
     for attempt in range(QUERY_RESTARTS + 1):
         start = _start_point(cfg.conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
-        log.info("%s: input=%s changelog=%s state=%s checkpoint=%s; %s", p.name,
-                 p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir, start.reason)
+        log.info(READY_LINE, p.name, p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir,
+                 start.reason)
         committed = sink.seq
         query = _start_query(spark, p, cfg, sink, start)
         failure = _wait(query, sink)
@@ -244,50 +242,6 @@ def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink
         _drop_checkpoint(cfg.checkpoint_dir)
         sink.retry()
     return None
-
-
-def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
-                           auto_restore: bool, check_value: ValueCheck = check_count,
-                           metrics: Metrics | None = None, accept_loss: bool = False) -> None:
-    """Apply what the changelog holds beyond the store: everything after a disk loss, the
-    last batch after a crash between the two commits, nothing in the common case. What
-    the changelog must hold for that is decided in ``restorer.integrity``."""
-    topic = changelog.topic
-    plan = plan_start(view_changelog(conn, topic), store_facts(store), accept_loss)
-    if plan.warning:
-        log.warning(plan.warning)
-    if plan.action == REPUBLISH:
-        log.warning("%s; publishing the whole store to it again", plan.reason)
-        done = commit_batch(store, changelog, [], republish=True)
-        log.info("changelog re-seeded with the store (batch %d)", done.seq)
-        return
-    todo = plan.todo
-    if not todo:
-        return
-    if plan.action != RESTORE:
-        # Usually only the last transaction's markers lie beyond the store's position;
-        # records here mean the last run stopped between the two commits.
-        result = apply_changelog(conn, topic, store, start=plan.start, check_value=check_value)
-        if metrics is not None:
-            metrics.restore_records.labels(metrics.pipeline).inc(result.records)
-        if result.records:
-            log.info("caught up the store with %d changelog records its last run committed but did not "
-                     "store", result.records)
-        return
-    if not auto_restore:
-        raise BrewError(f"the store in {store.path} is empty but the changelog holds data; run "
-                        "`brewstream restore` or drop --no-auto-restore")
-    log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", topic, todo)
-    with RestoreProgress("restore") as progress:
-        def report(partition: int, start: int, position: int, end: int) -> None:
-            progress.update(partition, start, position, end)
-            if metrics is not None:
-                metrics.restore_progress(partition, start, position, end)
-
-        result = apply_changelog(conn, topic, store, start=plan.start, on_progress=report, check_value=check_value)
-    if metrics is not None:
-        metrics.restore_records.labels(metrics.pipeline).inc(result.records)
-    log.info(result.summary())
 
 
 def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, accept_loss: bool,

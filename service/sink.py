@@ -1,53 +1,29 @@
-"""The drink-count foreachBatch sink: one micro-batch, five steps, in the only safe order.
-
-    1. keep only rows at or above the next offsets the store has applied
-    2. parse and count them in Spark; only per-drink totals reach the driver
-    3. one Kafka transaction: new absolute counts, offsets, counters, markers, DLQ
-    4. one synced RocksDB WriteBatch with the same entries and the changelog positions
-    5. return, and Spark commits its checkpoint
-
-A crash between any two steps is repaired by the next start: the store catches up from
-the changelog (3 done, 4 not), or the replayed batch is filtered away by step 1 (4
-done, 5 not). Changelog values are absolute, so writing one twice is harmless.
+"""What every pipeline's foreachBatch sink shares: one batch at a time, none after a stop
+or one of our own refusals, the batch's end offsets as Spark planned them, and the
+timings of its phases. The commit itself is ``restorer.commit``; each wing
+(``drink_count``, ``windows``) writes its data path on top.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from restorer.integrity import shape_message
-from service.aggregate import BatchAggregate, aggregate_batch
-from service.changelog import ChangelogWriter, OutputRecord
-from service.codec import (
-    BAD_ORDERS,
-    CHANGELOG_PARTITIONS,
-    CHANGELOG_TOPIC_ID,
-    LAST_BATCH_MS,
-    PROCESSED_ORDERS,
-    U64_MAX,
-    Entry,
-    drink_key,
-    encode_u64,
-    is_local,
-    local_key,
-    meta_key,
-    offset_key,
-    position_key,
-)
-from service.dlq import dlq_records
-from service.errors import BrewError, Fenced, SinkClosed
-from service.faults import FaultPlan
-from service.kafka import KafkaConnection
+from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
+from restorer.codec import LAST_BATCH_MS, Entry, encode_u64, meta_key
+from restorer.commit import commit_batch
+from restorer.faults import FaultPlan
+from restorer.store import Store
 from service.limits import MAX_NAME_BYTES
 from service.start_point import batch_end_offsets
-from service.store import Store
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -55,62 +31,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("brewstream")
 
 
-class ChangelogShapeChanged(BrewError):
-    """The changelog's partition count is not the one the store was built against."""
+class SinkClosed(RuntimeError):
+    """Raised for a batch that arrives while the daemon shuts down: Spark must not commit it."""
 
 
-@dataclass(frozen=True)
-class Committed:
-    seq: int
-    entries: list[Entry]  # the batch's entries with the markers
-    changelog_s: float
-    store_s: float
-
-
-def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
-                 outputs: Iterable[OutputRecord] = (), faults: FaultPlan | None = None,
-                 republish: bool = False, local: Iterable[Entry] = ()) -> Committed:
-    """3. + 4. for one batch, the only way anything reaches the changelog and the store.
-
-    Before the transaction, the changelog's shape is checked against the one the store
-    recorded: a partition count that changed stops here (``ChangelogShapeChanged``), and
-    a topic id that changed (the changelog was deleted and re-created) makes this
-    transaction carry the whole store, so the new changelog is complete again
-    (``republish`` asks for that in any case). ``local`` entries go to the store only.
-    """
-    t0 = time.monotonic()
-    shape = changelog.shape()
-    built = store.local(CHANGELOG_PARTITIONS)
-    if shape.partitions != len(changelog.partitions) or (built is not None and int(built) != shape.partitions):
-        raise ChangelogShapeChanged(shape_message(changelog.topic, shape.partitions,
-                                                  int(built) if built else len(changelog.partitions)))
-    recorded = store.local(CHANGELOG_TOPIC_ID)
-    seq = store.last_seq() + 1
-    entries = [*entries, *changelog.markers(seq)]
-    published = entries
-    recreated = recorded is not None and recorded.decode() != shape.topic_id
-    if recreated:
-        log.warning("changelog %s was deleted and re-created (topic id %s, was %s): publishing the whole store "
-                    "to it again", changelog.topic, shape.topic_id, recorded.decode() if recorded else "-")
-    if recreated or republish:
-        batch = dict(entries)
-        published = [(k, v) for k, v in store.items() if not is_local(k) and k not in batch] + entries
-
-    # 3. Changelog entries and output records: all visible together, or not at all.
-    reached = faults.reached if faults is not None else (lambda _point: None)
-    positions = changelog.publish(published, outputs, before_commit=lambda: reached("mid-transaction"))
-    reached("after-changelog-commit")
-    t1 = time.monotonic()
-
-    # 4. The same entries locally, with how far into the changelog they reach and the
-    # changelog's identity they were published to.
-    store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()] + [
-        (local_key(CHANGELOG_TOPIC_ID), shape.topic_id.encode()),
-        (local_key(CHANGELOG_PARTITIONS), str(shape.partitions).encode()),
-        *local,
-    ])
-    reached("after-store-commit")
-    return Committed(seq, entries, t1 - t0, time.monotonic() - t1)
+# Every batch line of every pipeline starts ``batch N (seq M)`` and ends with the phases.
+ANY_BATCH = re.compile(r"\bbatch \d+ \(seq \d+\)")
+PHASES_PATTERN = r"aggregate (?P<aggregate_s>[\d.]+)s changelog (?P<changelog_s>[\d.]+)s store (?P<store_s>[\d.]+)s"
 
 
 @dataclass(frozen=True)
@@ -130,21 +57,6 @@ class PhaseTimes:
 
     def __str__(self) -> str:
         return f"aggregate {self.aggregate_s:.2f}s changelog {self.changelog_s:.3f}s store {self.store_s:.3f}s"
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    batch_id: int
-    seq: int
-    orders: int
-    bad_reasons: dict[str, int]
-    drinks_changed: int
-    changelog_records: int
-    times: PhaseTimes
-
-    @property
-    def bad(self) -> int:
-        return sum(self.bad_reasons.values())
 
 
 @dataclass(frozen=True)
@@ -232,54 +144,3 @@ class OrderedCommitSink:
         return done.entries, PhaseTimes(aggregate_s, done.changelog_s, done.store_s)
 
 
-class DrinkCountSink(OrderedCommitSink):
-    def __init__(self, store: Store, changelog: ChangelogWriter, input_topic: str, dlq_topic: str,
-                 faults: FaultPlan, on_batch: Callable[[BatchReport], None] | None = None,
-                 options: SinkOptions | None = None) -> None:
-        super().__init__(store, changelog, faults, options)
-        self.input_topic = input_topic
-        self.dlq_topic = dlq_topic
-        self.on_batch = on_batch
-
-    def _apply(self, df: DataFrame, batch_id: int) -> None:
-        t0 = time.monotonic()
-        opts = self.options or SinkOptions(KafkaConnection())
-        # 1. + 2. Count only what the store has not applied yet.
-        applied = self.store.next_offsets(self.input_topic)
-        agg = aggregate_batch(df, applied, opts.max_name_bytes, opts.dlq_record_bytes)
-        agg.next_offsets = self.batch_ends(batch_id, self.input_topic, agg.next_offsets, applied)
-        if agg.is_empty:
-            return
-        aggregate_s = time.monotonic() - t0
-
-        # 3. + 4. One transaction, then one WriteBatch.
-        bad = dlq_records(opts.conn, self.dlq_topic, self.input_topic, agg.bad, opts.dlq_record_bytes)
-        entries, times = self._commit(self._entries(agg), bad, aggregate_s)
-
-        # 5. Returning lets Spark commit its checkpoint.
-        if self.on_batch is not None:
-            self.on_batch(BatchReport(batch_id, self.seq, agg.good_orders, Counter(b.reason for b in agg.bad),
-                                      len(agg.deltas), len(entries), times))
-
-    def _entries(self, agg: BatchAggregate) -> list[Entry]:
-        """Absolute new values for everything the batch changes (the seed's overlay)."""
-        keys = [drink_key(d) for d in agg.deltas]
-        counters = [meta_key(PROCESSED_ORDERS), meta_key(BAD_ORDERS)]
-        current = self.store.get_u64(keys + counters)
-        entries: list[Entry] = []
-        for (drink, delta), key in zip(agg.deltas.items(), keys, strict=True):
-            entries.append((key, encode_u64(_checked_sum(current.get(key, 0), delta, f"drink {drink[:40]!r}"))))
-        entries += [(offset_key(self.input_topic, p), encode_u64(o)) for p, o in sorted(agg.next_offsets.items())]
-        entries += [
-            (counters[0], encode_u64(_checked_sum(current.get(counters[0], 0), agg.good_orders, "processed_orders"))),
-            (counters[1], encode_u64(_checked_sum(current.get(counters[1], 0), len(agg.bad), "bad_orders"))),
-        ]
-        return entries
-
-
-def _checked_sum(current: int, delta: int, what: str) -> int:
-    total = current + delta
-    if total > U64_MAX:
-        raise BrewError(f"the count of {what} would pass 2^64-1, the most the store and the changelog hold; "
-                        "this batch was not applied")
-    return total

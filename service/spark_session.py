@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.jars import spark_kafka_jars
+from sandbox.jars import spark_kafka_jars
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 
@@ -86,3 +86,9 @@ def warm_python_workers(spark: SparkSession, module: str) -> None:
         yield from batches
 
     spark.range(slots, numPartitions=slots).mapInArrow(warm, "id long").collect()
+
+
+def collect_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
+    """The rows of a small result as dicts, through Arrow (no Row objects), batch by batch."""
+    for batch in df.toArrow().to_batches():
+        yield from batch.to_pylist()

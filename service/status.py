@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from service.codec import LAST_BATCH_MS, StoreState, decode_entries, meta_key
-from service.kafka import KafkaConnection, end_offsets, partitions_of
-from service.store import Store
+from restorer.store import StateDir, Store
+from service.durations import format_duration
+from topics.clock import utc_iso
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,9 @@ def input_lag(stored: Mapping[int, int], ends: Mapping[int, tuple[int, int]]) ->
 
 
 def read_status(conn: KafkaConnection, state_dir: Path, topic: str) -> Status:
-    store_path = state_dir / "store"
+    store_path = StateDir(state_dir).store_path
     with Store(store_path, read_only=True) as store:
-        reserved: StoreState = decode_entries(e for e in store.items() if e[0].startswith(b"\xff"))
-        last = store.get_u64([meta_key(LAST_BATCH_MS)]).get(meta_key(LAST_BATCH_MS))
-    stored = reserved.next_offsets(topic)
+        stored, last, batches = store.next_offsets(topic), store.last_batch_ms(), store.last_seq()
     consumer = conn.consumer()
     try:
         ends = end_offsets(consumer, topic, partitions_of(conn, topic))
@@ -61,14 +59,26 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str) -> Status:
         consumer.close()
     lag = input_lag(stored, ends)
     lags = [PartitionLag(p, stored.get(p), high, lag[p]) for p, (_low, high) in sorted(ends.items())]
-    return Status(store_path, topic, lags, last, max(reserved.commits.values(), default=0))
+    return Status(store_path, topic, lags, last, batches)
+
+
+def health_problems(status: Status, now: float, max_lag: int | None, max_batch_age_s: float | None) -> list[str]:
+    """What makes the pipeline unhealthy for ``status``'s exit code, one phrase each."""
+    problems = []
+    if max_lag is not None and status.lag > max_lag:
+        problems.append(f"lag {status.lag} is above --max-lag {max_lag}")
+    age = status.batch_age_s(now)
+    if max_batch_age_s is not None and (age is None or age > max_batch_age_s):
+        problems.append("no batch committed yet" if age is None else
+                        f"last batch {age:.0f}s ago is older than --max-batch-age {format_duration(max_batch_age_s)}")
+    return problems
 
 
 def status_text(s: Status, now: float | None = None) -> str:
     now = time.time() if now is None else now
     age = s.batch_age_s(now)
     when = ("never" if s.last_batch_ms is None else
-            f"{datetime.fromtimestamp(s.last_batch_ms / 1000, tz=UTC):%Y-%m-%dT%H:%M:%SZ} ({age:.1f}s ago)")
+            f"{utc_iso(s.last_batch_ms / 1000)} ({age:.1f}s ago)")
     lines = [f"store {s.store}: {s.batches} batches committed, last batch {when}",
              f"{'PARTITION':<10}{'STORED':>12}{'END':>12}{'LAG':>10}"]
     lines += [f"{p.partition:<10}{'-' if p.stored is None else p.stored:>12}{p.end:>12}{p.lag:>10}"

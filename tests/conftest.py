@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.kafka import KafkaConnection
 from tests.helpers import Pipeline
 from topics.admin import create_topics
 from topics.catalog import Topics
+from topics.kafka import KafkaConnection
 
 
 @pytest.fixture(scope="session")

@@ -7,15 +7,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from service.kafka import KafkaConnection
 from topics.catalog import Topics
+from topics.kafka import KafkaConnection
 
 BREW = str(Path(sys.executable).parent / "brewstream")
 
@@ -36,18 +36,6 @@ class Pipeline:
 
     def spawn(self, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         return spawn_brew(self.conn, *args, env={**self.env, **(env or {})}, log=log)
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:
-    """Poll ``cond`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def brew(conn: KafkaConnection, *args: str, timeout: float = 300, env: dict[str, str] | None = None,

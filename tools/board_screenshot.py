@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -25,8 +22,11 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.kafka import KafkaConnection
+from service.sink import ANY_BATCH
 from topics.admin import create_topics
+from topics.clock import wait_until
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 BREW = str(Path(sys.executable).parent / "brewstream")
@@ -34,7 +34,6 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 READY_S = 300.0
-FIRST_BATCH = re.compile(r"\bbatch \d+ \(seq ")
 # Steady flow everywhere: windows with both bars across the chart, busy closed windows
 # in the table, a full ranking.
 FULL_PICTURE = """() => {
@@ -80,14 +79,6 @@ class Processes:
             proc.wait()
 
 
-def wait_until(cond: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "board.png")
@@ -114,8 +105,8 @@ def main() -> None:
             for name, cmd in (("prime-orders", "seed-orders"), ("prime-events", "events")):
                 procs.run(name, BREW, cmd, "--count", "5", "--rate", "0", "--seed", "1",
                           *(("--late-prob", "0", "--event-lag-max", "1s") if cmd == "events" else ()))
-            wait_until(lambda: FIRST_BATCH.search(run_log.read_text()), READY_S, "the drink-count daemon")
-            wait_until(lambda: FIRST_BATCH.search(win_log.read_text()), READY_S, "the windows daemon")
+            wait_until(lambda: ANY_BATCH.search(run_log.read_text()), READY_S, "the drink-count daemon")
+            wait_until(lambda: ANY_BATCH.search(win_log.read_text()), READY_S, "the windows daemon")
             procs.start("seed-orders", BREW, "seed-orders", "--rate", "250ms", "--burst", "6", "--seed", "7")
             procs.start("events", BREW, "events", "--rate", "40ms", "--event-lag-max", "15s", "--seed", "7")
             board_log = procs.start("board", sys.executable, "-m", "service.cli", "board", "--port", str(free_port()),
@@ -153,4 +144,7 @@ def shoot(url: str, out: Path, width: int, height: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrewError as exc:  # a wait that timed out, a broker that would not start
+        raise SystemExit(f"board_screenshot: {exc}") from None

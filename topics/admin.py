@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
-from service.errors import BrewError
-from service.kafka import KafkaConnection, require_broker
 from topics.catalog import DEFAULT_TOPICS, Topics, TopicSpec
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, require_broker
 
 ADMIN_TIMEOUT_S = 30.0
 

@@ -8,11 +8,13 @@ that was offline and flushes its orders later. Such events carry the header late
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
-from service.windows.events import EVENT_TIME, LATE_FLAG, encode_event_time
+from topics.event_time import EVENT_TIME, LATE_FLAG, encode_event_time
 from topics.orders_gen import MENU
 
 PRICES = {"espresso": 2.40, "americano": 3.10, "latte": 3.90, "cappuccino": 3.70, "flat white": 3.80,
@@ -59,3 +61,17 @@ class EventGenerator:
             headers.append((LATE_FLAG, b"1"))
         return GeneratedEvent(shop.encode(), orjson.dumps({"shop_id": shop, "drink": drink, "amount": amount}),
                               headers, late)
+
+
+class EventStream:
+    """Events stamped at the moment they are asked for, counting the late ones."""
+
+    def __init__(self, gen: EventGenerator, clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self.gen, self.clock_ns = gen, clock_ns
+        self.late = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+        while True:
+            ev = self.gen.at(self.clock_ns())
+            self.late += ev.late
+            yield ev.key, ev.value, ev.headers

@@ -11,10 +11,11 @@ from pathlib import Path
 import orjson
 from confluent_kafka import KafkaError, Message
 
-from service.errors import BrewError
-from service.kafka import KafkaConnection, partitions_of, produce_waiting
 from topics.catalog import ORDERS
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, partitions_of
 from topics.orders_gen import OrderGenerator
+from topics.records import produce_waiting
 
 Headers = list[tuple[str, bytes]]
 Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]  # key, value[, headers]

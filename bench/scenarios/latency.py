@@ -34,9 +34,10 @@ from bench.snapshots import SnapshotReader
 from bench.stats import percentile, summarize
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
-from bench.waiting import wait_until
+from topics.clock import WaitTimedOut, wait_until
 
 READY_TIMEOUT_S = 300.0
+POLL_S = 0.05  # latency is measured by these polls: keep them fine
 WARMUP_SLACK_S = 60.0  # how much longer than --warmup-seconds the warm-up may take
 CATCH_UP_TIMEOUT_S = 120.0
 PERCENTILES = (50, 95, 99)
@@ -121,14 +122,16 @@ def _measure(ctx: BenchContext, stream: OrderStream, trigger: float, seconds: fl
         # One order first: its commit says Spark, the query and the Python workers are up.
         first = PacedFeed(conn, topics.orders, stream, cfg.latency_rate, 0, 1)
         first.run()
-        wait_until(lambda: watcher.committed(_targets(first)), READY_TIMEOUT_S, "the daemon's first batch", daemon)
+        wait_until(lambda: watcher.committed(_targets(first)), READY_TIMEOUT_S, "the daemon's first batch",
+                   every=POLL_S, give_up=daemon.exit_reason)
         # Warm-up: at least --warmup-seconds of feed, and until the daemon has committed
         # orders of this feed (the first batches after start-up are the slow ones).
         feed.start()
         warm_until = time.monotonic() + cfg.warmup_seconds
         wait_until(lambda: time.monotonic() >= warm_until and 1 in feed.placed
                    and watcher.committed({feed.placed[1][0]: feed.placed[1][1] + 1}),
-                   cfg.warmup_seconds + WARMUP_SLACK_S, "the end of the warm-up", daemon)
+                   cfg.warmup_seconds + WARMUP_SLACK_S, "the end of the warm-up", every=POLL_S,
+                   give_up=daemon.exit_reason)
         begin = feed.last_index
         time.sleep(seconds)
         end = feed.last_index
@@ -140,12 +143,14 @@ def _measure(ctx: BenchContext, stream: OrderStream, trigger: float, seconds: fl
         last_produce = feed.produced_at[feed.last_index - 1]
         caught_up: float | None
         try:
-            caught_up = wait_until(lambda: watcher.committed(_targets(feed)), CATCH_UP_TIMEOUT_S,
-                                   "the store to catch up", daemon) - last_produce
-        except BenchError:
+            caught_up = wait_until(lambda: watcher.committed(_targets(feed)) and time.monotonic(),
+                                   CATCH_UP_TIMEOUT_S, "the store to catch up", every=POLL_S,
+                                   give_up=daemon.exit_reason) - last_produce
+        except WaitTimedOut:
             caught_up = None
         final = watcher.latest.processed if watcher.latest else 0
-        wait_until(lambda: snaps.first_covering(final) is not None, cfg.flush_s + 30, "a final snapshot", daemon)
+        wait_until(lambda: snaps.first_covering(final) is not None, cfg.flush_s + 30, "a final snapshot",
+                   every=POLL_S, give_up=daemon.exit_reason)
     finally:
         feed.halt.set()
         daemon.terminate()

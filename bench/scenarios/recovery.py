@@ -86,7 +86,7 @@ def _measure(ctx: BenchContext, stream: OrderStream, mode: str, rep: int) -> Rec
         second = ours.start_daemon(ctx, topics, dirs, settings, f"{mode}-after")
         ready, _m = second.wait_for(ours.READY, START_TIMEOUT_S)
         batch, m = second.wait_for(ours.BATCH, START_TIMEOUT_S)
-        restored = next((int(r[1]) for line in second.lines if (r := ours.RESTORED.search(line.text))), None)
+        restored = next((int(r["records"]) for line in second.lines if (r := ours.RESTORED.search(line.text))), None)
         feed.stop()
         _check_exact(stream, feed, dirs, topics.orders, second)
         second.terminate()
@@ -97,7 +97,7 @@ def _measure(ctx: BenchContext, stream: OrderStream, mode: str, rep: int) -> Rec
         first.kill_group()
         if second is not None:
             second.kill_group()
-    run = RecoveryRun(mode, batch.t - killed, ready.t - killed, batch.t - ready.t, int(m[3]), restored,
+    run = RecoveryRun(mode, batch.t - killed, ready.t - killed, batch.t - ready.t, int(m["orders"]), restored,
                       second.rss.peak)
     ctx.say(f"recovery: {mode} rep {rep}: first new batch {run.to_first_batch_s:.1f}s after the kill "
             f"(store ready after {run.to_store_ready_s:.1f}s"

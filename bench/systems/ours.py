@@ -6,7 +6,6 @@ harness; the line is logged right after the batch's store commit.
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,16 +14,16 @@ from bench.context import BenchContext, DaemonDirs
 from bench.errors import BenchError
 from bench.procs import Child, run_to_end
 from bench.runs import IngestRun, RestoreRun, require_same
-from service.codec import StoreState
-from service.store import Store
+from restorer.codec import StoreState
+from restorer.reader import RESTORED
+from restorer.store import Store
+from service.drink_count.pipeline import BATCH_PATTERN
+from service.runner import READY_PATTERN
 from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")
-BATCH = re.compile(r"batch (\d+) \(seq (\d+)\): orders=(\d+) bad=(\d+) drinks=(\d+) \| "
-                   r"aggregate ([\d.]+)s changelog ([\d.]+)s store ([\d.]+)s")
-# Logged once the store is open, fenced and caught up, just before Spark starts.
-READY = re.compile(r"drink-count: input=")
-RESTORED = re.compile(r"restore done: records=(\d+) keys=(\d+) partitions=(\d+) in ([\d.]+) s")
+BATCH = BATCH_PATTERN
+READY = READY_PATTERN
 INGEST_TIMEOUT_S = 3600.0
 
 
@@ -77,7 +76,8 @@ def batches(child: Child, after: int = 0) -> list[Batch]:
     for line in child.lines[after:]:
         m = BATCH.search(line.text)
         if m:
-            out.append(Batch(line.t, int(m[1]), int(m[2]), int(m[3]), float(m[6]), float(m[7]), float(m[8])))
+            out.append(Batch(line.t, int(m["batch_id"]), int(m["seq"]), int(m["orders"]), float(m["aggregate_s"]),
+                             float(m["changelog_s"]), float(m["store_s"])))
     return out
 
 
@@ -135,6 +135,6 @@ def restore(ctx: BenchContext, topics: Topics, expected: dict[str, int]) -> Rest
     if state is None:
         raise BenchError(f"brewstream restore left no store in {dirs.state}")
     require_same("brewstream restore", state.counts, expected)
-    return RestoreRun("ours", int(m[1]), int(m[2]), float(m[4]), child.wall_s, child.rss.peak,
+    return RestoreRun("ours", int(m["records"]), int(m["keys"]), float(m["seconds"]), child.wall_s, child.rss.peak,
                       {"summary": line.text})
 

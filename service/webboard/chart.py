@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service.errors import BrewError
-from service.store import Store
+from restorer.store import StateDir, Store
 from service.windows.state import BAD, LATE, NO_HEADER, TOTAL, WindowsState, decode_windows_state
+from topics.clock import utc_iso
+from topics.errors import BrewError
 
 NS_PER_MS = 10**6
 BARS = 16
 
 
 def iso_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return utc_iso(ms / 1000, millis=True)
 
 
 def window_step(starts: list[int]) -> int | None:
@@ -62,7 +62,7 @@ def unavailable(message: str) -> dict[str, Any]:
 
 
 def read_chart(state_dir: Path, bars: int = BARS) -> dict[str, Any]:
-    store_path = Path(state_dir) / "store"
+    store_path = StateDir(Path(state_dir)).store_path
     if not (store_path / "CURRENT").exists():
         return unavailable(f"the windows pipeline has no data yet (no store in {state_dir}); "
                            "start it with `brewstream windows`")

@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from service.cli_common import CONTEXT, kafka_options, topic_prefix_option
-from service.kafka import KafkaConnection, require_broker
 from service.signals import stop_on_signals
 from service.webboard.feed import TopicFeed
 from service.webboard.server import bind, page_bytes
 from service.webboard.state import Hub, Refresher
 from topics.catalog import Topics
+from topics.kafka import KafkaConnection, require_broker
 
 
 @click.command("board", context_settings=CONTEXT)

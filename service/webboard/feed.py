@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from service.kafka import METADATA_TIMEOUT_S, KafkaConnection
 from topics.catalog import Topics
+from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
-from service.errors import BrewError
 from service.webboard.state import Hub
+from topics.errors import BrewError
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ import orjson
 from service.periodic import Every
 from service.webboard.chart import read_chart, unavailable
 from service.webboard.feed import FeedView
+from topics.clock import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Hub:
 
 def state_doc(feed: FeedView, chart: dict[str, Any], topics: dict[str, str], now: datetime) -> dict[str, Any]:
     return {
-        "now": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "now": utc_iso(now),
         "topics": topics,
         "snapshot": feed.snapshot,
         "recent_windows": feed.windows,

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from service.aggregate import internal_reason
-from service.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry
+from service.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.limits import MAX_NAME_BYTES
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
-from service.windows.events import EVENT_TIME, BadEvent, parse_event
+from service.windows.events import BadEvent, parse_event
 from service.windows.watermark import closed, passed
+from topics.event_time import EVENT_TIME
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -234,7 +234,7 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
 
     from pyspark.sql import functions as F
 
-    from service.aggregate import collect_rows
+    from service.spark_session import collect_rows
 
     fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
     for partition, next_offset in applied.items():

@@ -29,9 +29,8 @@ from dataclasses import dataclass
 import orjson
 
 from service.limits import MAX_NAME_BYTES, is_unicode, name_fault
+from topics.event_time import decode_event_time as header_time
 
-EVENT_TIME = "event-time"
-LATE_FLAG = "late"
 MAX_EVENT_NS = 4_102_444_800 * 10**9  # 2100-01-01T00:00:00Z in unix nanoseconds
 MAX_AMOUNT = 1_000_000  # per event, either sign; in cents it stays far inside 64 bits
 _BYTES_LIKE = (bytes, bytearray, memoryview)  # a tuple: isinstance() is slower with a union
@@ -50,19 +49,12 @@ class Event:
     has_header: bool
 
 
-def encode_event_time(ns: int) -> bytes:
-    return ns.to_bytes(8, "big", signed=False)
-
-
 def decode_event_time(raw: bytes | None) -> int:
     """The header's unix nanoseconds (its format only: ``parse_event`` checks the range)."""
-    if raw is None:
-        raise BadEvent("event-time header is null")
-    if type(raw) is not bytes and not isinstance(raw, _BYTES_LIKE):
-        raise BadEvent("event-time header is not bytes")
-    if len(raw) != 8:
-        raise BadEvent(f"event-time header has {len(raw)} bytes; expected 8")
-    return int.from_bytes(raw, "big", signed=False)
+    try:
+        return header_time(raw)
+    except ValueError as exc:
+        raise BadEvent(str(exc)) from None
 
 
 def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int, *,

@@ -4,19 +4,20 @@ window and the watermark in headers (pure)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 
 import orjson
 
-from service.changelog import OutputRecord
-from service.kafka import KafkaConnection, fit_record, read_at
+from restorer.changelog import OutputRecord
 from service.windows.aggregate import RawRecord
 from service.windows.state import WindowAgg
 from service.windows.step import WindowResult
+from topics.clock import utc_iso
+from topics.kafka import KafkaConnection
+from topics.records import fit_record, read_at
 
 
 def iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return utc_iso(ns / 1e9, millis=True)
 
 
 def window_id(w: WindowAgg) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 from service.dlq import warn_internal
 from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
+from service.windows.assign import MAX_SPAN_NS, WindowSpec
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink
 from service.windows.state import check_value
@@ -46,6 +47,23 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         batch_module="service.windows.aggregate",
         check_value=check_value,
     )
+
+
+def windows_config(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
+                   allowed_s: float, emit_early: bool = False, table_rows: int = 8) -> WindowsConfig:
+    """The windows a user asked for with the command's flags; ValueError says what is wrong."""
+    ns = 10**9
+    if hop_s is not None and gap_s is not None:
+        raise ValueError("--hop and --session-gap do not go together")
+    if not 0 <= delay_s * ns <= MAX_SPAN_NS or window_s * ns > MAX_SPAN_NS:
+        raise ValueError("--watermark-delay and --window must lie between 0 and ten years")
+    if gap_s is not None:
+        spec = WindowSpec.session(int(gap_s * ns), int(allowed_s * ns))
+    elif hop_s is not None:
+        spec = WindowSpec.hopping(int(window_s * ns), int(hop_s * ns), int(allowed_s * ns))
+    else:
+        spec = WindowSpec.tumbling(int(window_s * ns), int(allowed_s * ns))
+    return WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit_early, int(window_s * ns), table_rows)
 
 
 def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TABLE, start_from: str = "latest",

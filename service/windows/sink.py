@@ -21,19 +21,19 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING
 
-from service.changelog import ChangelogWriter
-from service.codec import encode_u64, meta_key
+from restorer.changelog import ChangelogWriter
+from restorer.codec import encode_u64, meta_key
+from restorer.faults import FaultPlan
+from restorer.store import Store
 from service.dlq import dlq_records
-from service.errors import BrewError, one_line
-from service.faults import FaultPlan
-from service.kafka import KafkaConnection
 from service.sink import OrderedCommitSink, PhaseTimes, SinkOptions
-from service.store import Store
 from service.windows.aggregate import WindowBatch, aggregate_events
 from service.windows.output import late_records, result_record
 from service.windows.state import SPEC, WindowsState, decode_windows_state
 from service.windows.step import StepResult, WindowsConfig, step, watermark_at
 from topics.catalog import Topics
+from topics.errors import BrewError, one_line
+from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

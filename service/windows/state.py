@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from service.codec import RESERVED, U64_LEN, StoreState, as_signed, decode_entries
+from restorer.codec import RESERVED, U64_LEN, StoreState, as_signed, decode_entries
 from service.windows.watermark import PartitionClock
 
 _WINDOW, _CLOCK, _TABLE = b"w", b"c", b"t"

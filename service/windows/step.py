@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from service.codec import Entry, encode_i64, encode_u64, meta_key, offset_key
+from restorer.codec import Entry, encode_i64, encode_u64, meta_key, offset_key
 from service.windows.aggregate import RawRecord, WindowBatch
 from service.windows.assign import SESSION, Session, WindowSpec, merge_sessions
 from service.windows.state import (

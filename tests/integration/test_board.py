@@ -19,8 +19,9 @@ from confluent_kafka import Producer
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from sandbox.broker import free_port
-from service.windows.events import encode_event_time
-from tests.helpers import Pipeline, order_bytes, produce, wait_for
+from tests.helpers import Pipeline, order_bytes, produce
+from topics.clock import wait_until
+from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
 
@@ -79,7 +80,7 @@ def board(pipe: Pipeline, windows_state: Path, log: Path) -> Iterator[str]:
              "--windows-state-dir", str(windows_state)],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        line = wait_for(lambda: proc.poll() is None and _url_line(log), 30, f"the board to serve ({log})")
+        line = wait_until(lambda: proc.poll() is None and _url_line(log), 30, f"the board to serve ({log})")
         yield line.split()[2]
     finally:
         code = stop(proc, timeout=15)

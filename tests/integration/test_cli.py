@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from service.cli import cli
-from service.kafka import KafkaConnection
 from tests.helpers import brew
+from topics.kafka import KafkaConnection
 
 
 def command_paths() -> list[list[str]]:

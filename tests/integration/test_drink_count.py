@@ -10,15 +10,17 @@ from typing import Any
 
 import pytest
 
-from service.changelog import ChangelogWriter
-from service.drink_count import BoardConfig, run
-from service.faults import FaultPlan
-from service.kafka import KafkaConnection
+from restorer.changelog import ChangelogWriter
+from restorer.codec import is_reserved
+from restorer.faults import FaultPlan
+from restorer.store import StateDir, Store
+from service.drink_count.pipeline import BoardConfig, run
+from service.drink_count.sink import DrinkCountSink
 from service.runner import RunConfig
-from service.sink import DrinkCountSink
-from service.store import StateDir, Store
 from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, wait_for
+from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from topics.clock import wait_until
+from topics.kafka import KafkaConnection
 
 pytestmark = pytest.mark.spark
 
@@ -124,7 +126,7 @@ def test_changelog_agrees_with_the_store(pipe: Pipeline, spark: Any, dirs: dict[
     latest: dict[bytes, bytes] = {}
     for msg in read_topic(pipe.conn, pipe.topics.changelog, committed_only=True):
         latest[msg.key()] = msg.value()
-    from_changelog = {k.decode(): int.from_bytes(v, "big") for k, v in latest.items() if not k.startswith(b"\xff")}
+    from_changelog = {k.decode(): int.from_bytes(v, "big") for k, v in latest.items() if not is_reserved(k)}
     assert from_changelog == counts_json(pipe.conn, dirs["state"])["counts"] == oracle(orders)
 
 
@@ -152,7 +154,7 @@ def test_second_daemon_on_one_state_dir_exits_and_sigterm_is_clean(
     first = pipe.spawn("run", "--state-dir", str(state), "--checkpoint-dir", str(ckpt),
                        "--flush", "1s", log=log)
     try:
-        wait_for(lambda: "processed=200" in log.read_text(), 180, "the first daemon to count the orders")
+        wait_until(lambda: "processed=200" in log.read_text(), 180, "the first daemon to count the orders")
         second = pipe.brew("run", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "c2"), timeout=120)
         assert second.returncode == 1
         assert "in use by another brewstream process" in second.stderr
@@ -167,3 +169,25 @@ def test_second_daemon_on_one_state_dir_exits_and_sigterm_is_clean(
     assert text.count("processed=200") >= 2
     # The store was closed cleanly and opens again.
     assert sum(counts_json(pipe.conn, state)["counts"].values()) > 0
+
+
+def test_the_log_lines_readers_rely_on_match_what_the_daemon_writes(pipe: Pipeline, tmp_path: Path) -> None:
+    """Drills, the benchmark and tools read the ready and batch lines with these patterns."""
+    from restorer.reader import RESTORED
+    from service.drink_count.pipeline import BATCH_PATTERN
+    from service.runner import READY_PATTERN
+    from service.sink import ANY_BATCH
+
+    orders = make_orders(150, seed=8)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    state = tmp_path / "state"
+    proc = pipe.brew("run", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "ckpt"), "--available-now",
+                     check=True)
+    ready = READY_PATTERN.search(proc.stderr)
+    assert ready is not None and ready["pipeline"] == "drink-count" and ready["input"] == pipe.topics.orders
+    batches = [m for line in proc.stderr.splitlines() if (m := BATCH_PATTERN.search(line))]
+    assert batches and sum(int(m["orders"]) for m in batches) == len(orders)
+    assert all(ANY_BATCH.search(m.string) for m in batches)
+    restored = pipe.brew("restore", "--state-dir", str(tmp_path / "r"), check=True)
+    m = RESTORED.search(restored.stdout)
+    assert m is not None and int(m["partitions"]) == 3

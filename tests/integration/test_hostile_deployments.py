@@ -15,8 +15,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from service.changelog import ChangelogWriter
-from service.errors import BrewError
+from restorer.changelog import ChangelogWriter
 from tests.helpers import (
     BREW,
     Pipeline,
@@ -25,10 +24,11 @@ from tests.helpers import (
     order_bytes,
     produce,
     read_topic,
-    wait_for,
 )
 from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
+from topics.clock import wait_until
+from topics.errors import BrewError
 
 pytestmark = pytest.mark.spark
 
@@ -97,7 +97,7 @@ def test_a_second_instance_is_refused_naming_the_first(pipe: Pipeline, tmp_path:
     first_dir, log = tmp_path / "a", tmp_path / "a.log"
     first = pipe.spawn(*run_args(first_dir, "--flush", "1s"), log=log)
     try:
-        wait_for(lambda: "processed=300" in log.read_text(), 180, "the first instance to count the orders")
+        wait_until(lambda: "processed=300" in log.read_text(), 180, "the first instance to count the orders")
         second = available_now(pipe, tmp_path / "b", timeout=120)
         last = assert_one_line_error(second, "another instance is active", str(first_dir.resolve() / "state"))
         assert "pid" in last
@@ -121,7 +121,7 @@ def test_a_fenced_instance_never_commits_again(pipe: Pipeline, tmp_path: Path) -
     a, log = tmp_path / "a", tmp_path / "a.log"
     zombie = pipe.spawn(*run_args(a, "--flush", "1s"), log=log)
     try:
-        wait_for(lambda: "processed=400" in log.read_text(), 180, "the first instance to count")
+        wait_until(lambda: "processed=400" in log.read_text(), 180, "the first instance to count")
         seq_before = _seq(pipe, a)
         intruder = ChangelogWriter(pipe.conn, pipe.topics.changelog, [0, 1, 2])
         intruder.start()  # what a second instance does first: it fences the first
@@ -146,7 +146,7 @@ def test_a_fenced_instance_never_commits_again(pipe: Pipeline, tmp_path: Path) -
 
 
 def _seq(pipe: Pipeline, d: Path) -> int:
-    from service.store import Store
+    from restorer.store import Store
 
     with Store(d / "state" / "store", read_only=True) as store:
         return store.last_seq()
@@ -158,7 +158,7 @@ def test_a_changelog_that_lost_records_is_refused_not_waited_for(pipe: Pipeline,
     assert available_now(pipe, tmp_path, "--max-offsets-per-trigger", "300").returncode == 0
     # An operator let retention at it (a compacted-only topic refuses delete-records).
     set_config(pipe, pipe.topics.changelog, "cleanup.policy", "compact,delete")
-    wait_for(lambda: _try_delete(pipe, pipe.topics.changelog, {0: 5, 1: 5, 2: 5}), 60,
+    wait_until(lambda: _try_delete(pipe, pipe.topics.changelog, {0: 5, 1: 5, 2: 5}), 60,
              "the broker to delete the changelog's oldest records")
     shutil.rmtree(tmp_path / "state")  # and so is the disk
     refused = available_now(pipe, tmp_path, timeout=180)
@@ -177,14 +177,14 @@ def test_a_changelog_recreated_under_a_running_daemon_is_republished(
     log = tmp_path / "d.log"
     daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
     try:
-        wait_for(lambda: "processed=500" in log.read_text(), 180, "the first orders to be counted")
+        wait_until(lambda: "processed=500" in log.read_text(), 180, "the first orders to be counted")
         admin = pipe.conn.admin()
         admin.delete_topics([pipe.topics.changelog])[pipe.topics.changelog].result()
-        wait_for(lambda: dict(_create(pipe)).get(pipe.topics.changelog) == "created", 60,
+        wait_until(lambda: dict(_create(pipe)).get(pipe.topics.changelog) == "created", 60,
                  "the changelog to be re-created")
         second = make_orders(300, seed=55)
         produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
-        wait_for(lambda: "processed=800" in log.read_text(), 180, "the later orders to be counted")
+        wait_until(lambda: "processed=800" in log.read_text(), 180, "the later orders to be counted")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0, log.read_text()[-3000:]
     finally:
@@ -249,7 +249,7 @@ def test_an_input_topic_recreated_is_a_decision_not_a_crash(pipe: Pipeline, tmp_
     assert available_now(pipe, tmp_path).returncode == 0
     admin = pipe.conn.admin()
     admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
-    wait_for(lambda: dict(_create(pipe)).get(pipe.topics.orders) == "created", 60, "the input to be re-created")
+    wait_until(lambda: dict(_create(pipe)).get(pipe.topics.orders) == "created", 60, "the input to be re-created")
     second = make_orders(100, seed=61)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
     refused = available_now(pipe, tmp_path, timeout=180)
@@ -323,7 +323,7 @@ def test_a_tiny_dlq_record_limit_is_fitted(pipe: Pipeline, tmp_path: Path) -> No
         proc = available_now(pipe, tmp_path)
         return proc if proc.returncode == 0 else None
 
-    wait_for(fitted, 300, "a run that fits the DLQ record", every=1)
+    wait_until(fitted, 300, "a run that fits the DLQ record", every=1)
     dlq = read_topic(pipe.conn, pipe.topics.dlq)
     assert len(dlq) == 1
     headers = dict(dlq[0].headers())

@@ -12,9 +12,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from service.windows.events import encode_event_time
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, wait_for
+from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from tests.integration.test_drink_count import make_orders
+from topics.clock import wait_until
+from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +70,7 @@ def test_poison_orders_go_to_the_dlq_and_counting_goes_on(pipe: Pipeline, tmp_pa
             assert result and result[0][0].code() == KafkaError.MSG_SIZE_TOO_LARGE, result
             return False
 
-        wait_for(sent, 60, "the broker to take a 5 MB record")
+        wait_until(sent, 60, "the broker to take a 5 MB record")
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in good))
 
     proc = run_cli(pipe, tmp_path)

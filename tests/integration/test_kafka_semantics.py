@@ -4,9 +4,10 @@ import time
 
 from confluent_kafka import Producer
 
-from service.kafka import KafkaConnection
-from tests.helpers import create_topic, read_topic, wait_for
+from tests.helpers import create_topic, read_topic
 from topics.catalog import COMPACTED
+from topics.clock import wait_until
+from topics.kafka import KafkaConnection
 
 
 def test_aborted_transaction_is_invisible_committed_is_visible(kafka: KafkaConnection) -> None:
@@ -49,6 +50,6 @@ def test_compaction_removes_older_values(kafka: KafkaConnection) -> None:
         written += 1
         return len(read_topic(kafka, topic)) < written // 2
 
-    wait_for(compacted, timeout=90, what="the log cleaner to compact the topic", every=1.0)
+    wait_until(compacted, timeout=90, what="the log cleaner to compact the topic", every=1.0)
     latest = {m.key(): m.value() for m in read_topic(kafka, topic)}
     assert latest[b"latte"] == (199).to_bytes(8, "big")

@@ -15,11 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.broker import Sandbox, down, free_port, up
 from service.cli import cli
-from service.drink_count import BoardConfig, run
+from service.drink_count.pipeline import BoardConfig, run
 from service.runner import RunConfig
 from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce, wait_for
+from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from tests.integration.test_drink_count import make_orders
+from topics.clock import wait_until
 from topics.orders_gen import OrderGenerator
 
 pytestmark = pytest.mark.spark
@@ -48,7 +49,7 @@ def test_metrics_while_the_daemon_runs(pipe: Pipeline, tmp_path: Path) -> None:
     daemon = pipe.spawn("run", "--state-dir", str(tmp_path / "s"), "--checkpoint-dir", str(tmp_path / "c"),
                         "--flush", "1s", "--metrics-port", str(port), log=log)
     try:
-        samples = wait_for(lambda: (s := scrape(port)) and value(s, "brewstream_orders_processed_total") == 400
+        samples = wait_until(lambda: (s := scrape(port)) and value(s, "brewstream_orders_processed_total") == 400
                            and all(value(s, "brewstream_input_lag_records", partition=str(p)) == 0
                                    for p in range(3)) and s, 180, "metrics to show the orders counted and no lag")
         assert value(samples, "brewstream_input_records_total") == 403
@@ -125,7 +126,7 @@ def test_a_sasl_cluster_through_kafka_config(tmp_path: Path) -> None:
                           f"sasl.password={secret}\n")
         sasl = ["--bootstrap", f"127.0.0.1:{box.sasl_port}", "--kafka-config", str(config),
                 "--topic-prefix", "sasl."]
-        from service.kafka import KafkaConnection
+        from topics.kafka import KafkaConnection
 
         conn = KafkaConnection(box.bootstrap)
         outputs = [brew(conn, "topics", "create", *sasl, check=True),

@@ -13,12 +13,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
+from restorer.codec import StoreState, commit_prefix, decode_entries
+from restorer.store import Store
 from sandbox.broker import Sandbox, down, free_port, up
-from service.codec import StoreState, decode_entries
-from service.drink_count import BoardConfig, run
-from service.kafka import KafkaConnection
+from service.drink_count.pipeline import BoardConfig, run
 from service.runner import RunConfig
-from service.store import Store
 from tests.corpus import BAD_ORDERS
 from tests.helpers import (
     Pipeline,
@@ -27,11 +26,12 @@ from tests.helpers import (
     order_bytes,
     produce,
     read_topic,
-    wait_for,
 )
 from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
 from topics.catalog import Topics
+from topics.clock import wait_until
+from topics.kafka import KafkaConnection
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +48,7 @@ def store_state(state_dir: Path) -> StoreState:
 
 def changelog_commits(pipe: Pipeline) -> dict[int, int]:
     latest = {m.key(): m.value() for m in read_topic(pipe.conn, pipe.topics.changelog)}
-    return decode_entries((k, v) for k, v in latest.items() if k.startswith(b"\xffcommit")).commits
+    return decode_entries((k, v) for k, v in latest.items() if k.startswith(commit_prefix())).commits
 
 
 def feed_with_bad(pipe: Pipeline, n: int, seed: int) -> list[dict[str, Any]]:
@@ -136,7 +136,7 @@ def test_checkpoint_ahead_of_a_lost_changelog_is_dropped(
     shutil.rmtree(dirs["state"])
     admin = kafka.admin()
     admin.delete_topics([pipe.topics.changelog])[pipe.topics.changelog].result()
-    wait_for(lambda: _recreated(kafka, pipe.topics), 60, "the changelog to be recreated")
+    wait_until(lambda: _recreated(kafka, pipe.topics), 60, "the changelog to be recreated")
     assert run_now(pipe, spark, dirs) == 0
     assert counts_json(pipe.conn, dirs["state"])["counts"] == oracle(orders)
 
@@ -211,7 +211,7 @@ def test_restore_of_a_compacted_changelog(pipe: Pipeline, tmp_path: Path, kafka:
         p.flush(10)
         return len(read_topic(pipe.conn, pipe.topics.changelog)) * 10 < written
 
-    wait_for(compacted, 120, "the changelog to be compacted", every=1.0)
+    wait_until(compacted, 120, "the changelog to be compacted", every=1.0)
     out = restore(pipe, tmp_path / "s")
     records = int(out.split("records=")[1].split()[0])
     assert records * 10 < written  # far fewer records than the end offset
@@ -254,7 +254,7 @@ def test_broker_outage_under_a_running_daemon(tmp_path: Path) -> None:
         state, ckpt, log = tmp_path / "state", tmp_path / "ckpt", tmp_path / "daemon.log"
         args = ("run", "--state-dir", str(state), "--checkpoint-dir", str(ckpt), "--flush", "1s")
         daemon = pipe.spawn(*args, log=log)
-        wait_for(lambda: "processed=800" in log.read_text(), 180, "the first orders to be counted")
+        wait_until(lambda: "processed=800" in log.read_text(), 180, "the first orders to be counted")
         down(box)
         with contextlib.suppress(subprocess.TimeoutExpired):
             daemon.wait(15)  # it may give up while the broker is away, or keep retrying
@@ -266,7 +266,7 @@ def test_broker_outage_under_a_running_daemon(tmp_path: Path) -> None:
             last = log.read_text().strip().splitlines()[-1]
             assert last.startswith("brewstream: error:"), last
             daemon = pipe.spawn(*args, log=log)
-        wait_for(lambda: f"processed={len(first) + len(second)}" in log.read_text(), 300,
+        wait_until(lambda: f"processed={len(first) + len(second)}" in log.read_text(), 300,
                  "the orders after the outage to be counted")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0

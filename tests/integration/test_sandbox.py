@@ -6,9 +6,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.broker import Sandbox, down, free_port, serves, status, up
-from service.errors import BrewError
-from service.kafka import KafkaConnection
 from tests.helpers import create_topic
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
 
 
 def test_up_produce_consume_down_and_up_twice(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from service.kafka import KafkaConnection
 from tests.helpers import create_topic
+from topics.kafka import KafkaConnection
 
 
 def run_once(spark: Any, kafka: KafkaConnection, topic: str, ckpt: Path, seen: list[tuple[int, int, Any]]) -> None:

@@ -1,6 +1,6 @@
-from service.kafka import KafkaConnection
 from tests.helpers import brew
 from topics.catalog import ALL_TOPICS, CHANGELOG
+from topics.kafka import KafkaConnection
 
 
 def test_create_twice_and_describe(kafka: KafkaConnection) -> None:

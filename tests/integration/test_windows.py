@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from restorer.store import Store
 from service.runner import RunConfig
-from service.store import Store
 from service.windows.assign import WindowSpec
-from service.windows.events import encode_event_time
 from service.windows.pipeline import TableConfig, run
 from service.windows.state import decode_windows_state
 from service.windows.step import WindowsConfig
 from tests.helpers import Pipeline, read_topic
+from topics.clock import utc_iso
+from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +34,7 @@ def at(hhmm: str, sec: int = 0) -> int:
 
 
 def iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return utc_iso(ns / 1e9, millis=True)
 
 
 def send(pipe: Pipeline, events: list[tuple[str, int]], partition: int = 0) -> None:

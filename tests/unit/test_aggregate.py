@@ -2,7 +2,7 @@ import json
 
 import pyarrow as pa
 
-from service.aggregate import BadRecord, merge_partials, partial_counts
+from service.drink_count.aggregate import BadRecord, merge_partials, partial_counts
 from tests.corpus import BAD_ORDERS
 
 INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),

@@ -1,7 +1,8 @@
 import pytest
 
-from service.codec import (
+from restorer.codec import (
     PROCESSED_ORDERS,
+    RESERVED,
     changelog_partition_of,
     commit_key,
     decode_entries,
@@ -17,7 +18,7 @@ from service.codec import (
 
 def test_count_encoding_is_eight_byte_big_endian() -> None:
     assert encode_u64(1) == b"\x00" * 7 + b"\x01"
-    assert encode_u64(2**64 - 1) == b"\xff" * 8
+    assert encode_u64(2**64 - 1) == bytes([255] * 8)
     assert decode_u64(encode_u64(123456789)) == 123456789
     with pytest.raises(ValueError):
         decode_u64(b"\x01")
@@ -52,7 +53,7 @@ def test_decode_entries_sorts_keys_into_their_kinds() -> None:
 
 def test_unknown_reserved_key_is_an_error() -> None:
     with pytest.raises(ValueError):
-        decode_entries([(b"\xffsomething", encode_u64(1))])
+        decode_entries([(RESERVED + b"something", encode_u64(1))])
 
 
 def test_only_commit_markers_choose_their_partition_and_positions_stay_local() -> None:

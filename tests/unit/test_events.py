@@ -9,15 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.limits import MAX_NAME_BYTES
-from service.windows.events import (
-    MAX_AMOUNT,
-    MAX_EVENT_NS,
-    BadEvent,
-    Event,
-    decode_event_time,
-    encode_event_time,
-    parse_event,
-)
+from service.windows.events import MAX_AMOUNT, MAX_EVENT_NS, BadEvent, Event, decode_event_time, parse_event
 
 # The JSON-as-raw-text strategies and the strict JSON reading are shared with the orders tests.
 from tests.unit.test_orders import (
@@ -31,6 +23,7 @@ from tests.unit.test_orders import (
     to_bytes,
     verdicts,
 )
+from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
@@ -65,7 +58,7 @@ def test_the_bounds() -> None:
 # --- the defects seen in production, one by one --------------------------------------
 
 def test_event_time_header_beyond_the_bound() -> None:
-    assert "event time 18446744073709551615 ns out of range" in reason_of(GOOD, b"\xff" * 8)
+    assert "event time 18446744073709551615 ns out of range" in reason_of(GOOD, bytes([255] * 8))
     assert "out of range" in reason_of(GOOD, encode_event_time(MAX_EVENT_NS + 1))
     assert "out of range" in reason_of(GOOD, encode_event_time(2**63))
     assert parse_event(GOOD, encode_event_time(MAX_EVENT_NS), 0).event_ns == MAX_EVENT_NS
@@ -150,7 +143,7 @@ def test_the_name_limit_is_a_parameter() -> None:
     (None, "null value"),
     (b"", "empty value"),
     (b" ", "not JSON"),
-    (b"\xff{}", "invalid UTF-8"),
+    (bytes([255]) + b"{}", "invalid UTF-8"),
     (event_with(shop='"X"').replace(b"X", b"\xed\xa0\x80"), "invalid UTF-8"),
     (b"\xef\xbb\xbf" + GOOD, "not JSON"),
     (b"\x00" * 8, "not JSON"),

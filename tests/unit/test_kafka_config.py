@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import BrewError
-from service.kafka import KafkaConnection
-from service.kafka_config import java_options, librdkafka_properties, load_properties
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
+from topics.kafka_config import java_options, librdkafka_properties, load_properties
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from service.drink_count.orders import BadOrder, count_drinks
 from service.limits import MAX_NAME_BYTES
-from service.orders import BadOrder, count_drinks
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 
 # Integers of thousands of digits are generated on purpose.

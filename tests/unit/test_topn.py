@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from service.topn import Ranked, board_text, snapshot_record, top_n
+from service.drink_count.topn import Ranked, board_text, snapshot_record, top_n
 
 
 def test_count_descending_then_name_ascending() -> None:
@@ -37,7 +37,7 @@ def test_a_snapshot_too_big_for_a_record_is_cut_from_the_bottom() -> None:
 
     import orjson
 
-    from service.topn import snapshot_record, top_n
+    from service.drink_count.topn import snapshot_record, top_n
 
     counts = {f"{'d' * 200}{i:04d}": 1000 - i for i in range(500)}
     ranked = top_n(counts, 500)

@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from service.windows.aggregate import merge_window_partials, partial_windows
 from service.windows.assign import WindowSpec
-from service.windows.events import encode_event_time
 from service.windows.state import decode_windows_state
 from service.windows.step import EARLY, FINAL, REVISION, WindowResult, WindowsConfig, step, watermark_at
+from topics.event_time import encode_event_time
 
 MIN = 60 * 10**9
 T = "events"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.errors import BrewError
+from topics.errors import BrewError
 
 JAVA_PREFIX = "java."
 _LOGIN_MODULES = {

@@ -19,11 +19,17 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from service.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
-from service.errors import BrewError, Fenced
-from service.kafka import KafkaConnection, TopicShape, describe_topic, produce_waiting
+from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, TopicShape, describe_topic
+from topics.partitioner import murmur2_partition
+from topics.records import produce_waiting
 
 log = logging.getLogger(__name__)
+
+
+class Fenced(BrewError):
+    """Another instance registered the same changelog writer: this one must stop writing."""
 
 
 @dataclass(frozen=True)
@@ -45,32 +51,6 @@ _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVA
 def transactional_id(changelog_topic: str) -> str:
     """The fencing identity: one per changelog, whatever the state dir, host or instance."""
     return f"brewstream:{changelog_topic}"
-
-
-def murmur2(key: bytes) -> int:
-    """Kafka's murmur2 hash of ``key``, as the signed 32-bit int the Java client computes."""
-    m, length = 0x5BD1E995, len(key)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(key[i:i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    tail = key[length - length % 4:]
-    if tail:
-        for i in range(len(tail) - 1, -1, -1):
-            h ^= tail[i] << (8 * i)
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def murmur2_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives ``key`` among ``partitions``."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 class ChangelogWriter:

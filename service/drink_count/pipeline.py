@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from service.board import BoardFlusher
 from service.dlq import warn_internal
+from service.drink_count.board import BoardFlusher
+from service.drink_count.sink import BatchReport, DrinkCountSink
 from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
-from service.sink import BatchReport, DrinkCountSink
+from service.sink import PHASES_PATTERN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,12 +47,17 @@ def run(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD, spark: SparkSession 
     return run_pipeline(pipeline(cfg, board), cfg, spark)
 
 
+# The batch line and the pattern every reader of it uses (drills, the benchmark, tools).
+BATCH_LINE = "batch %d (seq %d): orders=%d bad=%d drinks=%d | %s"
+BATCH_PATTERN = re.compile(r"batch (?P<batch_id>\d+) \(seq (?P<seq>\d+)\): orders=(?P<orders>\d+) bad=(?P<bad>\d+) "
+                           r"drinks=(?P<drinks>\d+) \| " + PHASES_PATTERN)
+
+
 def batch_done(r: BatchReport, metrics: Metrics) -> None:
     """One log line per batch (structured fields under --log-format json) and the metrics."""
     fields = {"batch_id": r.batch_id, "seq": r.seq, "orders": r.orders, "bad": r.bad, "drinks": r.drinks_changed,
               **r.times.fields()}
-    log.info("batch %d (seq %d): orders=%d bad=%d drinks=%d | %s",
-             r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.times, extra=fields)
+    log.info(BATCH_LINE, r.batch_id, r.seq, r.orders, r.bad, r.drinks_changed, r.times, extra=fields)
     warn_internal(r.bad_reasons)
     metrics.orders.labels(metrics.pipeline).inc(r.orders)
     metrics.batch_committed(time.time(), r.orders + r.bad, r.bad_reasons, r.changelog_records, r.times.phases())

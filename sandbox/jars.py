@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service.errors import BrewError
+from topics.errors import BrewError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

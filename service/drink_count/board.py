@@ -18,10 +18,11 @@ from typing import TextIO
 
 from confluent_kafka import KafkaException
 
-from service.kafka import RECORD_OVERHEAD, KafkaConnection, max_record_bytes
+from restorer.store import Store
+from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
 from service.periodic import Every
-from service.store import Store
-from service.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
+from topics.kafka import KafkaConnection, max_record_bytes
+from topics.records import RECORD_OVERHEAD
 
 log = logging.getLogger("brewstream")
 

@@ -5,14 +5,6 @@ class BrewError(Exception):
     """A failure the user can act on; its message says what to do next."""
 
 
-class SinkClosed(RuntimeError):
-    """Raised for a batch that arrives while the daemon shuts down: Spark must not commit it."""
-
-
-class Fenced(BrewError):
-    """Another instance registered the same changelog writer: this one must stop writing."""
-
-
 _DISK_HINTS = (
     ("No space left on device", "the disk is full: free space on it (or move --state-dir / --checkpoint-dir) "
                                 "and start again"),

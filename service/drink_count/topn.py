@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import orjson
+
+from restorer.codec import BAD_ORDERS, StoreState
+from topics.clock import utc_iso
 
 SNAPSHOT_KEY = b"top-n"
 
@@ -40,7 +43,7 @@ def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked
     def encode(rows: list[Ranked]) -> bytes:
         return orjson.dumps({
             "seq": seq,
-            "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "ts": utc_iso(now),
             "processed_orders": processed,
             "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in rows],
         })
@@ -56,3 +59,15 @@ def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked
         else:
             hi = mid
     return encode(ranked[:lo])
+
+
+def counts_text(state: StoreState, n: int | None = None) -> str:
+    """``brewstream counts``: the drinks ranked (all, or the top ``n``), then the counters and
+    the next input offsets."""
+    ranked = top_n(state.counts, n or len(state.counts))
+    width = max((len(r.drink) for r in ranked), default=5)
+    lines = [f"{r.drink:<{width}}  {r.count}" for r in ranked]
+    offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
+    lines.append(f"processed_orders={state.processed_orders} bad_orders={state.meta.get(BAD_ORDERS, 0)} "
+                 f"next offsets: {offsets or '(none)'}")
+    return "\n".join(lines)

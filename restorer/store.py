@@ -17,7 +17,7 @@ from types import TracebackType
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
-from service.codec import (
+from restorer.codec import (
     LAST_BATCH_MS,
     Entry,
     StoreState,
@@ -28,9 +28,10 @@ from service.codec import (
     local_key,
     meta_key,
     offset_prefix,
+    position_prefix,
     published_prefixes,
 )
-from service.errors import BrewError, disk_problem
+from topics.errors import BrewError, disk_problem
 
 log = logging.getLogger("brewstream")
 
@@ -122,6 +123,14 @@ class Store:
     def next_offsets(self, topic: str) -> dict[int, int]:
         """The next input offset to apply, per partition of ``topic``."""
         return decode_entries(self.scan(offset_prefix(topic))).next_offsets(topic)
+
+    def positions(self) -> dict[int, int]:
+        """How far into each changelog partition this store has applied."""
+        return decode_entries(self.scan(position_prefix())).positions
+
+    def commit_markers(self) -> dict[int, int]:
+        """The batch sequence each changelog partition's last commit marker names."""
+        return decode_entries(self.scan(commit_prefix())).commits
 
     def last_seq(self) -> int:
         """The sequence number of the last batch this store committed (0: none)."""

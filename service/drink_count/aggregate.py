@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from service.badrecords import BadRecord, CarryBudget, carry
+from service.badrecords import BadRecord, CarryBudget, carry, internal_reason
+from service.drink_count.orders import BadOrder, count_drinks
 from service.limits import MAX_NAME_BYTES
-from service.orders import BadOrder, count_drinks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,11 +44,6 @@ PARTIAL_SCHEMA = pa.schema([
 PARTIAL_DDL = ("kind string, name string, n long, partition int, offset long, "
                "key binary, value binary, ksize long")
 DEFAULT_DLQ_RECORD_BYTES = 1_000_000
-
-
-def internal_reason(exc: BaseException) -> str:
-    """The DLQ reason of a record whose processing raised something unexpected."""
-    return f"internal: {type(exc).__name__}"
 
 
 @dataclass
@@ -165,11 +160,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     fresh = df.select("key", "value", "partition", "offset")
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    from service.spark_session import collect_rows
+
     fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
     return merge_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))
-
-
-def collect_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
-    """The rows of a small result as dicts, through Arrow (no Row objects), batch by batch."""
-    for batch in df.toArrow().to_batches():
-        yield from batch.to_pylist()

@@ -1,0 +1,61 @@
+"""Before every start: bring the store up to date with its changelog.
+
+Usually nothing is to do, or only the last transaction's markers; after a crash between
+the changelog and the store commits, the last batch; after a lost disk, everything (a
+full restore, with progress). What the changelog must hold for that is decided in
+``restorer.integrity``; a changelog that was re-created, or lost records the store still
+had, gets the whole store published to it again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from restorer.changelog import ChangelogWriter
+from restorer.commit import commit_batch
+from restorer.integrity import REPUBLISH, RESTORE, plan_start
+from restorer.progress import RestoreProgress
+from restorer.reader import ProgressFn, ValueCheck, apply_changelog, check_count, store_facts, view_changelog
+from restorer.store import Store
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
+
+log = logging.getLogger("brewstream")
+
+
+def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
+                           auto_restore: bool, check_value: ValueCheck = check_count, accept_loss: bool = False,
+                           on_progress: ProgressFn | None = None) -> int:
+    """Apply what the changelog holds beyond the store; returns the records applied.
+    ``on_progress`` hears (partition, start, position, end) during a full restore."""
+    topic = changelog.topic
+    plan = plan_start(view_changelog(conn, topic), store_facts(store), accept_loss)
+    if plan.warning:
+        log.warning(plan.warning)
+    if plan.action == REPUBLISH:
+        log.warning("%s; publishing the whole store to it again", plan.reason)
+        done = commit_batch(store, changelog, [], republish=True)
+        log.info("changelog re-seeded with the store (batch %d)", done.seq)
+        return 0
+    todo = plan.todo
+    if not todo:
+        return 0
+    if plan.action != RESTORE:
+        result = apply_changelog(conn, topic, store, start=plan.start, check_value=check_value)
+        if result.records:
+            log.info("caught up the store with %d changelog records its last run committed but did not "
+                     "store", result.records)
+        return result.records
+    if not auto_restore:
+        raise BrewError(f"the store in {store.path} is empty but the changelog holds data; run "
+                        "`brewstream restore` or drop --no-auto-restore")
+    log.info("the store is empty: restoring it from %s (partition: (from, to) %s)", topic, todo)
+    with RestoreProgress("restore") as progress:
+        def report(partition: int, start: int, position: int, end: int) -> None:
+            progress.update(partition, start, position, end)
+            if on_progress is not None:
+                on_progress(partition, start, position, end)
+
+        result = apply_changelog(conn, topic, store, start=plan.start, on_progress=report, check_value=check_value)
+    log.info(result.summary())
+    return result.records

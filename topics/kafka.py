@@ -1,0 +1,157 @@
+"""How every part of brewstream talks to Kafka: one connection description, many clients.
+
+Every client (admin, producers, consumers, Spark's source) is built from the same
+``KafkaConnection`` so that security settings given once reach all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from topics.errors import BrewError
+from topics.kafka_config import java_options, librdkafka_properties, load_properties
+
+DEFAULT_BOOTSTRAP = "localhost:19092"
+METADATA_TIMEOUT_S = 5.0
+
+# librdkafka logs every failed connection attempt, and a fenced producer at level 0; the
+# CLI reports broker trouble itself, in one line, so the library's own lines go to a
+# logger that shows them only under --log-level debug.
+_KAFKA_LOG = logging.getLogger("brewstream.librdkafka")
+_KAFKA_LOG.setLevel(logging.CRITICAL + 1)
+
+
+def show_client_logs(on: bool) -> None:
+    """Let librdkafka's own lines through (``--log-level debug``)."""
+    _KAFKA_LOG.setLevel(logging.DEBUG if on else logging.CRITICAL + 1)
+
+_QUIET = {"logger": _KAFKA_LOG}
+
+# Readers here assign partitions themselves and never commit, so they join no group;
+# librdkafka still wants a group.id to be set.
+_READER = {"group.id": "brewstream-reader", "enable.auto.commit": False}
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    # Raw --kafka-config properties: secrets, so kept out of repr and thus out of logs.
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    config_file: Path | None = None  # handed on to child processes (drills)
+
+    @classmethod
+    def from_file(cls, bootstrap: str, config_file: Path | None) -> KafkaConnection:
+        if config_file is None:
+            return cls(bootstrap)
+        return cls(bootstrap, load_properties(config_file), config_file)
+
+    def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {**_QUIET, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
+                "bootstrap.servers": self.bootstrap}
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.config())
+
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
+        return Producer(self.config(overrides))
+
+    def consumer(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
+        return Consumer(self.config({**_READER, **(overrides or {})}))
+
+    def spark_options(self) -> dict[str, str]:
+        """The same settings as options for Spark's Kafka source (``kafka.`` prefixed)."""
+        opts = {f"kafka.{k}": v for k, v in java_options(dict(self.properties)).items()}
+        opts["kafka.bootstrap.servers"] = self.bootstrap
+        return opts
+
+    def cli_args(self) -> list[str]:
+        """The flags that give a child ``brewstream`` process this same connection."""
+        args = ["--bootstrap", self.bootstrap]
+        return args + (["--kafka-config", str(self.config_file)] if self.config_file else [])
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return KafkaConnection(bootstrap).admin()
+
+
+def require_broker(conn: KafkaConnection, timeout: float = METADATA_TIMEOUT_S) -> None:
+    """Fail fast, in one line, when the broker cannot be reached."""
+    try:
+        conn.admin().list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+
+
+def _unreachable(conn: KafkaConnection, exc: KafkaException) -> BrewError:
+    return BrewError(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
+                     "start it with `brewstream sandbox up` or pass --bootstrap")
+
+
+def partitions_of(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> list[int]:
+    """The topic's partition ids; a clear error when the topic does not exist."""
+    try:
+        meta = conn.admin().list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+    info = meta.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
+    return sorted(info.partitions)
+
+
+def end_offsets(
+    consumer: Consumer, topic: str, partitions: list[int], timeout: float = METADATA_TIMEOUT_S
+) -> dict[int, tuple[int, int]]:
+    """(low, high) per partition; with isolation.level=read_committed, high is the LSO."""
+    out: dict[int, tuple[int, int]] = {}
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+        out[p] = (int(low), int(high))
+    return out
+
+
+def _reason(exc: KafkaException) -> str:
+    err = exc.args[0] if exc.args else exc
+    return str(getattr(err, "str", lambda: err)())
+
+
+@dataclass(frozen=True)
+class TopicShape:
+    """What identifies a topic beyond its name: re-created topics get a new id."""
+
+    topic_id: str
+    partitions: int
+
+
+def describe_topic(admin: AdminClient, topic: str, timeout: float = METADATA_TIMEOUT_S) -> TopicShape:
+    try:
+        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result()
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`"
+                            ) from None
+        raise BrewError(f"cannot describe topic {topic}: {err.str()}") from None
+    return TopicShape(str(desc.topic_id), len(desc.partitions))
+
+
+# Broker and librdkafka default for the largest record a topic takes.
+DEFAULT_MAX_RECORD_BYTES = 1_000_000
+
+
+def max_record_bytes(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> int:
+    """The largest record ``topic`` accepts (its max.message.bytes), or the default."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = conn.admin()  # must outlive its future
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+        return int(entries["max.message.bytes"].value)
+    except (KafkaException, KeyError, TypeError, ValueError):
+        return DEFAULT_MAX_RECORD_BYTES

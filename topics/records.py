@@ -1,0 +1,150 @@
+"""Records on their way in and out: producing with back-pressure, headers, fitting a record
+under a topic's size limit, and reading records back by position."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from topics.errors import BrewError
+from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
+                    partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+                    on_delivery: DeliveryCallback | None = None) -> None:
+    """Produce one record; when the local queue is full, serve deliveries until there is room."""
+    kwargs: dict[str, Any] = {}
+    if partition is not None:
+        kwargs["partition"] = partition
+    if headers:
+        kwargs["headers"] = headers
+    if on_delivery is not None:
+        kwargs["on_delivery"] = on_delivery
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def headers_of(msg: Message) -> dict[str, bytes]:
+    """A consumed record's headers by name (the last value wins for a repeated name)."""
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return {k: v.encode() if isinstance(v, str) else (v or b"") for k, v in pairs}
+
+
+# Room for a record's framing and the headers ``fit_record`` adds.
+RECORD_OVERHEAD = 1024
+KEY_KEEP = 1024  # bytes of a key kept when key and value together are too big
+TRUNCATED, ORIGINAL_SIZE, ORIGINAL_KEY_SIZE = "truncated", "original-size", "original-key-size"
+
+Headers = list[tuple[str, bytes]]
+
+
+def fit_record(key: bytes | None, value: bytes | None, headers: Headers, max_bytes: int,
+               key_size: int | None = None, value_size: int | None = None) -> tuple[bytes | None, bytes | None,
+                                                                                   Headers]:
+    """Cut ``key`` and ``value`` so that the record fits in ``max_bytes``, and say so.
+
+    ``key_size``/``value_size`` are the original sizes when the bytes given were already
+    cut (the executors cut bad records before they travel). A cut record gets the headers
+    ``truncated`` (what was cut), ``original-size`` (the value's size) and, when the key
+    was cut, ``original-key-size``; the source topic, partition and offset in the other
+    headers let anyone fetch the original.
+    """
+    key_size = (len(key) if key is not None else 0) if key_size is None else key_size
+    value_size = (len(value) if value is not None else 0) if value_size is None else value_size
+    room = max_bytes - RECORD_OVERHEAD - sum(len(k.encode()) + len(v) for k, v in headers)
+    if key_size + value_size > room and key_size > KEY_KEEP and key is not None:
+        key = key[:KEY_KEEP]
+    if value is not None:
+        value = value[:max(0, room - len(key or b""))]
+    cut = [name for name, kept, size in (("key", key, key_size), ("value", value, value_size))
+           if kept is not None and len(kept) < size]
+    if not cut:
+        return key, value, headers
+    extra: Headers = [(TRUNCATED, ",".join(cut).encode()), (ORIGINAL_SIZE, str(value_size).encode())]
+    if "key" in cut:
+        extra.append((ORIGINAL_KEY_SIZE, str(key_size).encode()))
+    return key, value, [*headers, *extra]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One record read back by position; ``message`` is None when it is no longer there."""
+
+    partition: int
+    offset: int
+    message: Message | None
+
+
+FETCH_TIMEOUT_S = 60.0
+
+
+def read_at(conn: KafkaConnection, topic: str, positions: Iterable[tuple[int, int]],
+            timeout: float = FETCH_TIMEOUT_S) -> Iterator[Fetched]:
+    """Read the records at (partition, offset) back, one at a time, in partition/offset order.
+
+    Memory stays bounded however big the records are: the consumer's queues are small and
+    each record is handed on before the next is read. A position the topic no longer holds
+    (deleted, or an aborted transaction's) yields ``message=None``.
+    """
+    wanted: dict[int, list[int]] = {}
+    for p, o in positions:
+        wanted.setdefault(p, []).append(o)
+    if not wanted:
+        return
+    consumer = conn.consumer({"isolation.level": "read_committed", "queued.max.messages.kbytes": 16 * 1024,
+                              "fetch.max.bytes": 16 * 1024 * 1024, "auto.offset.reset": "error"})
+    try:
+        for p in sorted(wanted):
+            offsets = sorted(set(wanted[p]))
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S,
+                                                       cached=False)
+            todo = [o for o in offsets if low <= o < high]
+            for o in offsets:
+                if not low <= o < high:
+                    yield Fetched(p, o, None)
+            if todo:
+                yield from _read_partition(consumer, topic, p, todo, high, timeout)
+    finally:
+        consumer.close()
+
+
+def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: list[int], high: int,
+                    timeout: float) -> Iterator[Fetched]:
+    consumer.assign([TopicPartition(topic, partition, offsets[0])])
+    i = 0
+    deadline = time.monotonic() + timeout
+    while i < len(offsets):
+        msg = consumer.poll(0.5)
+        if msg is None:
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position >= high or time.monotonic() > deadline:
+                break  # what is left is gone (or behind a transaction that never settled)
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                break
+            raise BrewError(f"reading {topic}[{partition}] back failed: {err.str()}")
+        deadline = time.monotonic() + timeout
+        off = msg.offset() or 0
+        while i < len(offsets) and offsets[i] < off:
+            yield Fetched(partition, offsets[i], None)
+            i += 1
+        if i < len(offsets) and offsets[i] == off:
+            yield Fetched(partition, off, msg)
+            i += 1
+    for o in offsets[i:]:
+        yield Fetched(partition, o, None)
+    consumer.unassign()
