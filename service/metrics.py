@@ -19,6 +19,7 @@ from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from restorer.store import Store
+from service.health import PHASES, Phase
 from service.periodic import Every
 from service.status import input_lag
 from topics.errors import BrewError
@@ -69,6 +70,8 @@ class Metrics:
                                        "Changelog offsets left to read by a restore in progress", ("partition",))
         self.input_lost = counter("brewstream_input_lost_records", "Input records skipped because the topic no "
                                   "longer held them (--accept-input-loss)", ("partition",))
+        self.role = gauge("brewstream_role", "1 for what this instance is doing now (starting, restoring, active, "
+                          "standby, fenced, stopped), 0 for the rest", ("role",))
         self.watermark = gauge("brewstream_watermark_seconds", "Event-time watermark (unix seconds)")
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")
@@ -80,6 +83,10 @@ class Metrics:
         for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
                        self.store_keys, self.store_bytes):
             metric.labels(pipeline)
+
+    def phase_changed(self, phase: Phase) -> None:
+        for name in PHASES:
+            self.role.labels(self.pipeline, name).set(1 if name == phase.name else 0)
 
     def serve(self, host: str, port: int) -> None:
         try:

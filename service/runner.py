@@ -29,6 +29,7 @@ from restorer.commit import commit_batch
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.reader import ValueCheck, check_count
 from restorer.store import StateDir, Store
+from service.health import ACTIVE, FENCED, RESTORING, STARTING, STOPPED, Health
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Holder, Lease
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
@@ -130,11 +131,18 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         partitions_of(conn, topic)
 
     metrics = Metrics(p.name)
+    health = Health()
+    health.on_change(metrics.phase_changed)
     if cfg.metrics_port is not None:
         metrics.serve(cfg.metrics_host, cfg.metrics_port)
     try:
-        failure = _run_locked(p, cfg, spark, metrics, input_partitions, changelog_partitions)
+        failure = _run_locked(p, cfg, spark, metrics, health, input_partitions, changelog_partitions)
+    except Fenced:
+        health.set(FENCED, "another instance took over the changelog")
+        raise
     finally:
+        if health.phase.name != FENCED:
+            health.set(STOPPED)
         metrics.stop_serving()
     if failure:
         raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, start it again to continue "
@@ -142,7 +150,7 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     return 0
 
 
-def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics,
+def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
                 input_partitions: list[int], changelog_partitions: list[int]) -> str | None:
     conn = cfg.conn
     with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
@@ -157,13 +165,16 @@ def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics
             changelog = ChangelogWriter(conn, p.changelog_topic, changelog_partitions, record_bytes)
             changelog.start()
             try:
+                health.set(RESTORING, "catching up with the changelog")
                 applied = bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value,
                                                  cfg.accept_changelog_loss, on_progress=metrics.restore_progress)
                 metrics.restore_records.labels(metrics.pipeline).inc(applied)
                 check_input(conn, store, changelog, p.input_topic, cfg.accept_input_loss, metrics)
                 if p.start_when_empty == "latest":
                     _pin_latest(conn, store, changelog, p.input_topic, input_partitions)
-                failure = _run_spark(p, cfg, spark, metrics, store, changelog, input_partitions, record_bytes)
+                health.set(STARTING, "starting Spark")
+                failure = _run_spark(p, cfg, spark, metrics, health, store, changelog, input_partitions,
+                                     record_bytes)
             finally:
                 changelog.close()
         except Fenced:
@@ -174,8 +185,9 @@ def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics
     return failure
 
 
-def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, store: Store,
-               changelog: ChangelogWriter, input_partitions: list[int], record_bytes: int) -> str | None:
+def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
+               store: Store, changelog: ChangelogWriter, input_partitions: list[int],
+               record_bytes: int) -> str | None:
     """Spark, the sink and the query, until a stop; the failure, if the query failed."""
     conn = cfg.conn
     own_spark = spark is None
@@ -194,7 +206,7 @@ def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics:
         if refresher is not None:
             refresher.start()
         try:
-            failure = _run_query(p, cfg, spark, sink, store, changelog, metrics, input_partitions)
+            failure = _run_query(p, cfg, spark, sink, store, changelog, metrics, health, input_partitions)
         finally:
             sink.close()  # lets a batch in flight finish; later ones are refused
             reporter.stop(final_flush=not sink.fenced)
@@ -212,7 +224,7 @@ def spark_log(cfg: RunConfig) -> Path:
 
 
 def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink, store: Store,
-               changelog: ChangelogWriter, metrics: Metrics, input_partitions: list[int]) -> str | None:
+               changelog: ChangelogWriter, metrics: Metrics, health: Health, input_partitions: list[int]) -> str | None:
     """Start the query; start it again from the store's offsets where a restart can help."""
     for attempt in range(QUERY_RESTARTS + 1):
         start = _start_point(cfg.conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
@@ -220,6 +232,7 @@ def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink
                  start.reason)
         committed = sink.seq
         query = _start_query(spark, p, cfg, sink, start)
+        health.set(ACTIVE)
         failure = _wait(query, sink)
         query.stop()
         if failure is None:
