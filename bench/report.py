@@ -191,7 +191,7 @@ def _recovery(r: dict[str, Any]) -> Section:
     sec = Section(f"4. Recovery at {r['rate']:,} orders/s, trigger {r['trigger']}, seconds, median (min..max)",
                   ["after", "kill -> first new batch", "kill -> store ready", "store ready -> first batch",
                    "orders in that batch", "changelog records restored"])
-    for mode in ("kill9", "disk-loss"):
+    for mode in ("kill9", "disk-loss", "failover"):
         if mode not in r:
             continue
         s = r[mode]
@@ -200,5 +200,7 @@ def _recovery(r: dict[str, Any]) -> Section:
                          spread(s["store_ready_to_first_batch_s"], _s),
                          ", ".join(f"{run['first_batch_orders']:,}" for run in s["runs"]),
                          ", ".join(f"{n:,}" for n in restored) or "-"])
+    sec.notes.append("kill9: restart on the same dirs; disk-loss: restart after deleting the state dir; "
+                     "failover: a --standby on dirs of its own takes over (store ready = it took over)")
     sec.notes.append("counts verified exact after every recovery")
     return sec

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from restorer.changelog import ChangelogWriter, OutputRecord
+from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
 from restorer.codec import (
     CHANGELOG_PARTITIONS,
     CHANGELOG_TOPIC_ID,
@@ -41,7 +41,7 @@ class Committed:
 
 def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
                  outputs: Iterable[OutputRecord] = (), faults: FaultPlan | None = None,
-                 republish: bool = False, local: Iterable[Entry] = ()) -> Committed:
+                 republish: bool = False, local: Iterable[Entry] = (), max_gap_s: float | None = None) -> Committed:
     """3. + 4. for one batch, the only way anything reaches the changelog and the store.
 
     Before the transaction, the changelog's shape is checked against the one the store
@@ -49,6 +49,11 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     a topic id that changed (the changelog was deleted and re-created) makes this
     transaction carry the whole store, so the new changelog is complete again
     (``republish`` asks for that in any case). ``local`` entries go to the store only.
+
+    ``max_gap_s``: a process paused between the two commits for longer than this (a
+    stopped or starved zombie) may have been taken over meanwhile, and another instance
+    may own the changelog by now; it leaves its store as it was (the changelog holds the
+    batch, so nothing is lost) and stops as fenced.
     """
     t0 = time.monotonic()
     shape = changelog.shape()
@@ -71,8 +76,13 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     # 3. Changelog entries and output records: all visible together, or not at all.
     reached = faults.reached if faults is not None else (lambda _point: None)
     positions = changelog.publish(published, outputs, before_commit=lambda: reached("mid-transaction"))
-    reached("after-changelog-commit")
     t1 = time.monotonic()
+    reached("after-changelog-commit")
+    gap = time.monotonic() - t1
+    if max_gap_s is not None and gap > max_gap_s:
+        raise Fenced(f"this instance stalled {gap:.1f}s between its changelog and store commits, longer than the "
+                     "takeover timeout; another instance may own the changelog by now, so it leaves its store as it "
+                     "was (the next start applies the batch from the changelog)")
 
     # 4. The same entries locally, with how far into the changelog they reach and the
     # changelog's identity they were published to.

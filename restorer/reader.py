@@ -84,14 +84,15 @@ RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+
                       r"in (?P<seconds>[\d.]+) s")
 
 
-def view_changelog(conn: KafkaConnection, topic: str) -> ChangelogView:
+def view_changelog(conn: KafkaConnection, topic: str, consumer: Consumer | None = None) -> ChangelogView:
     """The changelog's identity, and the first and end offset of each partition, now."""
     shape = describe_topic(conn.admin(), topic)
-    consumer = _reader(conn)
+    reader = consumer or _reader(conn)
     try:
-        offsets = end_offsets(consumer, topic, list(range(shape.partitions)))
+        offsets = end_offsets(reader, topic, list(range(shape.partitions)))
     finally:
-        consumer.close()
+        if consumer is None:
+            reader.close()
     return ChangelogView(topic, shape.topic_id, shape.partitions, {p: lo for p, (lo, _) in offsets.items()},
                          {p: hi for p, (_, hi) in offsets.items()})
 
@@ -106,16 +107,17 @@ def store_facts(store: Store) -> StoreFacts:
 def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapping[int, int] | None = None,
                     on_progress: ProgressFn | None = None, check_value: ValueCheck = check_count,
                     cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S,
-                    built_partitions: int | None = None) -> RestoreResult:
+                    built_partitions: int | None = None, reader: Consumer | None = None) -> RestoreResult:
     """Read every partition from ``start`` (default: the store's positions) to its end and
     apply it, atomically. Its shape markers must name the partition count it has now
-    (or ``built_partitions``, when moving a store off a changelog that grew)."""
+    (or ``built_partitions``, when moving a store off a changelog that grew). A standby
+    that applies over and over passes its own ``reader`` (see ``new_reader``)."""
     started = time.monotonic()
-    view = view_changelog(conn, topic)
+    consumer = reader or _reader(conn)
+    view = view_changelog(conn, topic, consumer)
     partitions = list(range(view.partitions))
     positions = _positions(store) if start is None else dict(start)
     first = {p: max(positions.get(p, 0), view.low.get(p, 0)) for p in partitions}
-    consumer = _reader(conn)
     latest: dict[bytes, bytes | None] = {}
     records = 0
 
@@ -140,8 +142,11 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapp
             time.sleep(0.2)
             ends = {p: max(e, reached[p]) for p, e in _ends(consumer, topic, partitions).items()}
     finally:
-        consumer.close()
+        if reader is None:
+            consumer.close()
     _check_shape(topic, built_partitions or view.partitions, latest)
+    if not latest and all(e <= positions.get(p, 0) for p, e in reached.items()):
+        return RestoreResult(0, 0, len(partitions), time.monotonic() - started, first, reached)  # nothing new
     entries: list[Entry] = list(latest.items())
     entries += [(position_key(p), encode_u64(e)) for p, e in reached.items() if e > positions.get(p, -1)]
     entries += [(local_key(CHANGELOG_TOPIC_ID), view.topic_id.encode()),
@@ -157,6 +162,11 @@ def _check_shape(topic: str, partitions: int, latest: Mapping[bytes, bytes | Non
     built = {n for n in shapes.shapes.values() if n != partitions}
     if built:
         raise ChangelogRefused(shape_message(topic, partitions, min(built)))
+
+
+def new_reader(conn: KafkaConnection) -> Consumer:
+    """A changelog reader to pass to ``apply_changelog`` again and again; close it after."""
+    return _reader(conn)
 
 
 def _reader(conn: KafkaConnection) -> Consumer:
@@ -190,7 +200,9 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
     todo = {p for p, e in ends.items() if reached[p] < e}
     if not todo:
         return 0
-    consumer.assign([TopicPartition(topic, p, reached[p]) for p in sorted(todo)])
+    assigned = [TopicPartition(topic, p, reached[p]) for p in sorted(todo)]
+    consumer.assign(assigned)
+    consumer.resume(assigned)  # a reused reader paused these when an earlier read finished them
     records = 0
     last_progress = time.monotonic()
     while todo:

@@ -216,10 +216,14 @@ def pipeline_options(name: str) -> Callable[[F], F]:
             click.option("--accept-input-loss", is_flag=True,
                          help="Skip input the topic no longer holds (deleted, or the topic re-created) instead "
                               "of refusing to start; logged and counted."),
-            click.option("--lease-interval", "lease_interval_s", type=DURATION, default=f"{LEASE_INTERVAL_S:g}s",
+            click.option("--standby", is_flag=True,
+                         help="Run as a hot standby: restore the store, follow the changelog and take over when "
+                              "the active instance's lease lapses; a fenced active goes back to standby."),
+            click.option("--lease-interval", "lease_interval_s", type=DURATION,
+                         default=format_duration(LEASE_INTERVAL_S),
                          show_default=True, help="How often the active instance announces itself on Kafka."),
             click.option("--takeover-timeout", "takeover_timeout_s", type=DURATION,
-                         default=f"{TAKEOVER_TIMEOUT_S:g}s", show_default=True,
+                         default=format_duration(TAKEOVER_TIMEOUT_S), show_default=True,
                          help="Silence after which another instance's lease counts as lapsed."),
             click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                          help="Serve Prometheus metrics on this port.  [default: off]"),
@@ -234,7 +238,7 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
                max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
                instance: str | None, metrics_port: int | None, metrics_host: str, max_name_bytes: int,
-               accept_changelog_loss: bool, accept_input_loss: bool, lease_interval_s: float,
+               accept_changelog_loss: bool, accept_input_loss: bool, standby: bool, lease_interval_s: float,
                takeover_timeout_s: float) -> Any:
     from service.runner import RunConfig
     from topics.catalog import Topics
@@ -243,7 +247,8 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
         raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
     return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
                      available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
-                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s)
+                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s,
+                     standby)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -419,7 +424,8 @@ def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_
 
     require_broker(conn)
     kind = store_kind(store_name, Topics(topic_prefix))
-    status = read_status(conn, state_dir or kind.default_state_dir, kind.input_topic)
+    status = read_status(conn, state_dir or kind.default_state_dir, kind.input_topic,
+                         Topics(topic_prefix).instances, kind.changelog.name)
     now = time.time()
     click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
     problems = health_problems(status, now, max_lag, max_batch_age)
@@ -470,6 +476,31 @@ def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int,
 def drill_kill9(**kw: Any) -> int:
     """SIGKILL the daemon at random moments and at each fault point; exit 3 unless exact."""
     return _drill("kill9", **kw)
+
+
+@drill.command("failover", context_settings=CONTEXT)
+@kafka_options
+@click.option("--orders", type=click.IntRange(min=100), default=20_000, show_default=True,
+              help="Orders to feed (about 1% of them malformed).")
+@click.option("--kills", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many times the active is killed (each a failover).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the orders and the kills.")
+@click.option("--max-kill-delay", type=DURATION, default="5s", show_default=True,
+              help="Random kills land up to this long after the active is ready.")
+@click.option("--feed-time", type=DURATION, default=None,
+              help="Spread the feed over this long.  [default: 25s per kill]")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
+              show_default=True, help="Where the drill keeps both instances' state dirs, checkpoints and logs.")
+@click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
+                   feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
+    """An active and a standby; kill the active again and again (random moments and fault points),
+    time each failover; exit 3 unless exact."""
+    from service.failover_drill import FailoverConfig, run_failover_drill
+
+    result = run_failover_drill(FailoverConfig(conn, orders, kills, seed, work_dir, max_kill_delay, feed_time,
+                                               keep_topics=keep_topics))
+    return 0 if result.exact else 3
 
 
 @drill.command("disk-loss", context_settings=CONTEXT)

@@ -36,7 +36,7 @@ from restorer.faults import POINTS
 from restorer.reader import apply_changelog
 from restorer.store import StateDir, Store
 from service.drink_count.pipeline import BATCH_PATTERN
-from service.runner import READY_PATTERN
+from service.query import READY_PATTERN
 from topics.admin import create_topics, delete_topics
 from topics.catalog import Topics
 from topics.clock import WaitTimedOut, wait_until
@@ -75,8 +75,9 @@ class Kill:
 
 
 @dataclass
-class DrillResult:
-    kills: list[Kill] = field(default_factory=list)
+class Verdict:
+    """What every drill compares at its end, against an oracle summed from what it fed."""
+
     expected: dict[str, int] = field(default_factory=dict)
     counted: dict[str, int] = field(default_factory=dict)
     restored: dict[str, int] = field(default_factory=dict)
@@ -88,6 +89,26 @@ class DrillResult:
     def exact(self) -> bool:
         return (self.counted == self.expected and self.restored == self.expected
                 and self.dlq_records == self.dlq_unique == self.bad_fed)
+
+    def report(self, say: Callable[[str], None]) -> None:
+        say(f"orders counted: {sum(self.counted.values())} cups over {len(self.counted)} drinks; "
+            f"oracle: {sum(self.expected.values())} cups over {len(self.expected)} drinks")
+        say(f"DLQ: {self.dlq_records} records, {self.dlq_unique} distinct, {self.bad_fed} bad orders fed")
+        if self.exact:
+            say("verdict: exact (store, DLQ and a fresh restore from the changelog all match the oracle)")
+            return
+        for label, got in (("store", self.counted), ("restore", self.restored)):
+            diff = {d: got.get(d, 0) - self.expected.get(d, 0) for d in sorted(set(got) | set(self.expected))
+                    if got.get(d, 0) != self.expected.get(d, 0)}
+            if diff:
+                say(f"verdict: NOT exact — {label} minus oracle per drink: {diff}")
+        if not self.dlq_records == self.dlq_unique == self.bad_fed:
+            say("verdict: NOT exact — the DLQ does not hold each bad order exactly once")
+
+
+@dataclass
+class DrillResult(Verdict):
+    kills: list[Kill] = field(default_factory=list)
 
 
 def stream(orders: int, seed: int) -> tuple[list[tuple[bytes | None, bytes | None]], dict[str, int], int]:
@@ -124,10 +145,10 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
     records, expected, bad = stream(cfg.orders, cfg.seed)
     result = DrillResult(expected=expected, bad_fed=bad)
     feed_s = cfg.feed_seconds if cfg.feed_seconds is not None else max(10.0, cfg.kills * 25.0)
-    say = _printer(out)
+    say = printer(out)
     say(f"drill {cfg.mode}: {cfg.orders} orders ({bad} bad) over ~{feed_s:.0f}s to {topics.orders}, "
         f"{cfg.kills} kills, seed {cfg.seed}; work dir {work}")
-    feeder = _Feeder(cfg.conn, topics.orders, records, feed_s)
+    feeder = Feeder(cfg.conn, topics.orders, records, feed_s)
     feeder.start()
     try:
         for n in range(1, cfg.kills + 1):
@@ -140,7 +161,7 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
             daemon = _Daemon(cfg, topics, state, checkpoint, work / f"daemon-{n}.log", env)
             after = daemon.run_until_killed(
                 how, rng, cfg.max_kill_delay_s,
-                idle=lambda: not feeder.is_alive() and _drained(cfg.conn, topics.orders, state))
+                idle=lambda: not feeder.is_alive() and drained(cfg.conn, topics.orders, state))
             kill = Kill(n, how if how in POINTS else "SIGKILL at random", after, _processed(state), action)
             result.kills.append(kill)
             say(f"  kill {n}: {kill.how:<24} {kill.after:<22} processed={kill.processed:<7} "
@@ -152,15 +173,15 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
         if feeder.error:
             raise BrewError(f"feeding the drill's orders failed: {feeder.error}")
         daemon = _Daemon(cfg, topics, state, checkpoint, work / "daemon-final.log", {})
-        daemon.drain(lambda: _drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
-        result.counted = _counts(state)
-        result.dlq_records, result.dlq_unique = _dlq(cfg.conn, topics.dlq)
-        result.restored = _restore_check(cfg.conn, topics.changelog, work / "restore-check")
+        daemon.drain(lambda: drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
+        result.counted = read_counts(state)
+        result.dlq_records, result.dlq_unique = read_dlq(cfg.conn, topics.dlq)
+        result.restored = restore_check(cfg.conn, topics.changelog, work / "restore-check")
     finally:
         feeder.stop()
         if not cfg.keep_topics:
             delete_topics(cfg.conn, topics)
-    _report(result, say)
+    result.report(say)
     return result
 
 
@@ -259,7 +280,7 @@ class _Daemon:
         self.proc.wait(30)
 
 
-class _Feeder(threading.Thread):
+class Feeder(threading.Thread):
     def __init__(self, conn: KafkaConnection, topic: str, records: list[tuple[bytes | None, bytes | None]],
                  seconds: float) -> None:
         super().__init__(name="drill-feeder", daemon=True)
@@ -287,7 +308,7 @@ def _lose(action: str, state: Path, checkpoint: Path) -> None:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
 
-def _read_store(state: Path) -> Any:
+def read_store(state: Path) -> Any:
     store_path = StateDir(state).store_path
     if not (store_path / "CURRENT").exists():
         return None
@@ -296,17 +317,17 @@ def _read_store(state: Path) -> Any:
 
 
 def _processed(state: Path) -> int:
-    snapshot = _read_store(state)
+    snapshot = read_store(state)
     return 0 if snapshot is None else snapshot.processed_orders + snapshot.meta.get("bad_orders", 0)
 
 
-def _counts(state: Path) -> dict[str, int]:
-    snapshot = _read_store(state)
+def read_counts(state: Path) -> dict[str, int]:
+    snapshot = read_store(state)
     return {} if snapshot is None else dict(snapshot.counts)
 
 
-def _drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
-    snapshot = _read_store(state)
+def drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
+    snapshot = read_store(state)
     if snapshot is None:
         return False
     consumer = conn.consumer()
@@ -317,7 +338,7 @@ def _drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
     return snapshot.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
 
 
-def _dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
+def read_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
     """(records, distinct source positions) in the DLQ, read committed."""
     consumer = conn.consumer({"isolation.level": "read_committed"})
     sources: list[tuple[str, str]] = []
@@ -340,30 +361,14 @@ def _dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
     return len(sources), len(set(sources))
 
 
-def _restore_check(conn: KafkaConnection, changelog: str, folder: Path) -> dict[str, int]:
+def restore_check(conn: KafkaConnection, changelog: str, folder: Path) -> dict[str, int]:
     shutil.rmtree(folder, ignore_errors=True)
     with Store(folder) as store:
         apply_changelog(conn, changelog, store)
         return dict(store.read_all().counts)
 
 
-def _printer(out: TextIO) -> Callable[[str], None]:
+def printer(out: TextIO) -> Callable[[str], None]:
     def say(line: str) -> None:
         print(line, file=out, flush=True)
     return say
-
-
-def _report(r: DrillResult, say: Callable[[str], None]) -> None:
-    say(f"orders counted: {sum(r.counted.values())} cups over {len(r.counted)} drinks; "
-        f"oracle: {sum(r.expected.values())} cups over {len(r.expected)} drinks")
-    say(f"DLQ: {r.dlq_records} records, {r.dlq_unique} distinct, {r.bad_fed} bad orders fed")
-    if r.exact:
-        say("verdict: exact (store, DLQ and a fresh restore from the changelog all match the oracle)")
-        return
-    for label, got in (("store", r.counted), ("restore", r.restored)):
-        diff = {d: got.get(d, 0) - r.expected.get(d, 0) for d in sorted(set(got) | set(r.expected))
-                if got.get(d, 0) != r.expected.get(d, 0)}
-        if diff:
-            say(f"verdict: NOT exact — {label} minus oracle per drink: {diff}")
-    if not r.dlq_records == r.dlq_unique == r.bad_fed:
-        say("verdict: NOT exact — the DLQ does not hold each bad order exactly once")

@@ -5,12 +5,23 @@ the log read it."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("brewstream")
+
+# The line every change is logged with, and the pattern its readers use (drills, benchmark).
+ROLE_LINE = "role: %s%s"
+ROLE_PATTERN = re.compile(r"\brole: (?P<role>[a-z]+)")
+
+
+def role_pattern(role: str) -> re.Pattern[str]:
+    """The pattern of the line that says an instance took ``role``."""
+    return re.compile(rf"\brole: {role}\b")
+
 
 PHASES = STARTING, RESTORING, ACTIVE, STANDBY, FENCED, STOPPED = (
     "starting", "restoring", "active", "standby", "fenced", "stopped")
@@ -51,6 +62,6 @@ class Health:
                 return
             self._phase = Phase(name, reason, time.time())
             phase = self._phase
-        log.info("role: %s%s", name, f" ({reason})" if reason else "")
+        log.info(ROLE_LINE, name, f" ({reason})" if reason else "")
         for listener in self._listeners:
             listener(phase)

@@ -1,16 +1,24 @@
-"""Who writes a changelog: a lease that the active instance announces on Kafka.
+"""Who writes a changelog: announcements on Kafka, a lease, and the takeover by a standby.
 
-The active instance produces a small record every ``interval`` to the instances topic
-(compacted, one partition, broker time stamps), keyed by the changelog it writes. A
-second instance about to start on the same changelog reads the last announcement: if it
-comes from another home (host and state dir) and a newer one arrives within the takeover
-timeout, the first is alive and the second refuses to start, naming it. If none arrives,
-the first is gone and the second takes over. Only Kafka is shared, so this works across
-machines.
+Every instance announces itself every ``interval`` on the instances topic (compacted,
+one partition, broker time stamps): instance name, host, pid, state dir, role, the last
+batch it committed, and whether it holds the lease (it is the active writer, or on its
+way to be). A watcher thread in every instance tails that partition.
 
-The lease is advisory: correctness rests on fencing (invariant 6, see
-``restorer.changelog.transactional_id``). Two instances that race past each other's
-leases still leave exactly one writer: the later one fences the earlier.
+- A second instance about to start as active looks for a live lease holder of another
+  home (host and state dir). If one announces within the takeover timeout, it refuses to
+  start, naming it; otherwise the holder is gone and it goes ahead.
+- A standby takes over once the holder has been silent for the takeover timeout. Silence
+  is the broker's time between the holder's last announcement and the standby's own
+  latest one through the same partition: one clock, whatever the hosts' clocks say, and
+  a standby cut off from Kafka, or stalled itself, never mistakes that for the holder's
+  death.
+- A holder that sees another holder announce after its own last announcement has been
+  taken over (it was paused, say): it stops writing.
+
+Only Kafka is shared, so all of this works across machines. The lease is advisory:
+correctness rests on fencing (invariant 6 in ``restorer``). Two instances that race past
+each other's leases still leave exactly one writer: the later one fences the earlier.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -27,40 +36,44 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from service.periodic import Every
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
 log = logging.getLogger("brewstream")
 
-LEASE_INTERVAL_S = 1.0
-TAKEOVER_TIMEOUT_S = 5.0
+LEASE_INTERVAL_S = 0.25
+TAKEOVER_TIMEOUT_S = 1.5
 LEASE_PARTITION = 0
-_TAIL = 500  # announcements read back to find the last one of a changelog
-
-ACTIVE, STANDBY, STOPPED = "active", "standby", "stopped"
+_TAIL = 2000  # announcements read back at start: far more than any timeout's worth
 
 
 @dataclass(frozen=True)
-class Holder:
+class Announcement:
     """One instance, as it announces itself."""
 
     instance: str
     host: str
     pid: int
     state_dir: str
-    role: str = ACTIVE
+    changelog: str
+    role: str = "starting"
+    holds_lease: bool = False  # the active writer, or on its way to be
     seq: int = 0  # the last batch it committed
     interval_ms: int = int(LEASE_INTERVAL_S * 1000)
     token: str = ""  # new at every process start
 
     @classmethod
-    def here(cls, state_dir: Path, instance: str | None, interval_s: float) -> Holder:
+    def here(cls, state_dir: Path, changelog: str, instance: str | None, interval_s: float) -> Announcement:
         host = socket.gethostname()
         return cls(instance or f"{host}:{Path(state_dir).name}", host, os.getpid(), str(Path(state_dir).resolve()),
-                   ACTIVE, 0, int(interval_s * 1000), secrets.token_hex(8))
+                   changelog, "starting", False, 0, int(interval_s * 1000), secrets.token_hex(8))
 
-    def same_home(self, other: Holder) -> bool:
+    @property
+    def key(self) -> bytes:
+        """One compacted key per instance home, so the topic keeps each home's last word."""
+        return f"{self.changelog}|{self.host}|{self.state_dir}".encode()
+
+    def same_home(self, other: Announcement) -> bool:
         """Same host and state dir: the same instance, restarted."""
         return (self.host, self.state_dir) == (other.host, other.state_dir)
 
@@ -71,7 +84,7 @@ class Holder:
         return orjson.dumps(asdict(self))
 
     @classmethod
-    def decode(cls, raw: bytes | None) -> Holder | None:
+    def decode(cls, raw: bytes | None) -> Announcement | None:
         try:
             doc = orjson.loads(raw or b"")
             return cls(**{k: doc[k] for k in cls.__dataclass_fields__ if k in doc})
@@ -81,139 +94,222 @@ class Holder:
 
 @dataclass(frozen=True)
 class Seen:
-    holder: Holder
+    """An announcement as a watcher received it."""
+
+    what: Announcement
     offset: int
-    at_ms: int  # broker time of the announcement
+    broker_ms: int  # the broker's time stamp (the instances topic uses LogAppendTime)
+
+
+FREE, RELEASED, LAPSED, HELD = "free", "released", "lapsed", "held"
+_GONE = ("stopped", "fenced")
+
+
+def lease_state(holder: Seen | None, own: Seen | None, timeout_s: float) -> str:
+    """Pure: whether another process's lease stands, seen from an instance whose own latest
+    announcement is ``own``. FREE: nobody held it; RELEASED: its holder said it stopped or
+    was fenced; LAPSED: its holder has been silent for ``timeout_s`` of broker time while
+    this instance's own announcements went through; HELD otherwise."""
+    if holder is None:
+        return FREE
+    if holder.what.role in _GONE:
+        return RELEASED
+    if own is not None and own.offset > holder.offset and own.broker_ms - holder.broker_ms >= timeout_s * 1000:
+        return LAPSED
+    return HELD
+
+
+def overtaken(holding: bool, own: Seen | None, holder: Seen | None) -> bool:
+    """Pure: while this instance holds the lease, another holder announced after its own
+    latest announcement (so it was taken over)."""
+    return (holding and own is not None and holder is not None and holder.offset > own.offset
+            and holder.what.role not in _GONE)
 
 
 class LeaseRefused(BrewError):
     """Another live instance is the active writer of this changelog."""
 
 
+class LeaseLost(BrewError):
+    """Another instance took the lease while this one held it."""
+
+
 class Lease:
-    def __init__(self, conn: KafkaConnection, topic: str, changelog: str, me: Holder,
-                 interval_s: float = LEASE_INTERVAL_S, timeout_s: float = TAKEOVER_TIMEOUT_S) -> None:
-        self.conn, self.topic, self.key = conn, topic, changelog.encode()
-        self.me = me
+    """This instance's announcements and its view of everyone else's, for one changelog."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, me: Announcement, interval_s: float = LEASE_INTERVAL_S,
+                 timeout_s: float = TAKEOVER_TIMEOUT_S) -> None:
+        self.conn, self.topic, self.me = conn, topic, me
         self.interval_s, self.timeout_s = interval_s, timeout_s
         self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
-        self._every: Every | None = None
+        self._lock = threading.Lock()
+        self._latest: dict[str, Seen] = {}  # token -> latest announcement of that process
+        self._own_latest: Seen | None = None
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
         self._seq: Callable[[], int] = lambda: 0
+        self._role = "starting"
+        self._holds = False
+        self._threads: list[threading.Thread] = []
 
-    # ---------------------------------------------------------------- reading
-
-    def last(self) -> Seen | None:
-        """The last announcement for this changelog."""
-        consumer = self.conn.consumer()
-        try:
-            tp = TopicPartition(self.topic, LEASE_PARTITION)
-            low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
-            found = None
-            for msg in _read(consumer, self.topic, max(low, high - _TAIL), high):
-                seen = self._seen(msg)
-                if seen is not None:
-                    found = seen
-            return found
-        finally:
-            consumer.close()
-
-    def newer(self, after: Seen, wait_s: float) -> Seen | None:
-        """The next announcement for this changelog after ``after``, waiting up to ``wait_s``."""
-        consumer = self.conn.consumer()
-        deadline = time.monotonic() + wait_s
-        try:
-            consumer.assign([TopicPartition(self.topic, LEASE_PARTITION, after.offset + 1)])
-            while time.monotonic() < deadline:
-                msg = consumer.poll(min(0.2, max(0.0, deadline - time.monotonic())))
-                if msg is not None and msg.error() is None:
-                    seen = self._seen(msg)
-                    if seen is not None:
-                        return seen
-            return None
-        finally:
-            consumer.close()
-
-    def _seen(self, msg: Message) -> Seen | None:
-        if msg.error() is not None or msg.key() != self.key:
-            return None
-        holder = Holder.decode(msg.value())
-        if holder is None:
-            return None
-        return Seen(holder, msg.offset() or 0, msg.timestamp()[1])
-
-    # ---------------------------------------------------------------- taking and holding
-
-    def acquire(self) -> Holder | None:
-        """Make sure no other live instance is active on this changelog, then announce this
-        one as active. Returns the instance taken over from, if it had not stopped cleanly."""
-        seen = self.last()
-        previous = None
-        while seen is not None and seen.holder.role == ACTIVE and seen.holder.token != self.me.token:
-            holder = seen.holder
-            if holder.same_home(self.me):
-                # We hold this state dir's lock, so the process that announced it is gone.
-                log.info("the last run on this state dir (pid %d) did not stop cleanly; taking over", holder.pid)
-                previous = holder
-                break
-            age_s = max(0.0, time.time() - seen.at_ms / 1000)
-            wait_s = max(0.0, self.timeout_s - age_s) if age_s < self.timeout_s else 0.0
-            newer = self.newer(seen, wait_s) if wait_s > 0 else None
-            if newer is None:
-                log.warning("the lease of %s lapsed (no announcement for %.1fs); taking over", holder.describe(),
-                            max(age_s, self.timeout_s))
-                previous = holder
-                break
-            if newer.holder.role == ACTIVE and newer.holder.token == holder.token:
-                raise LeaseRefused(
-                    f"another instance is active on changelog {self.key.decode()}: {holder.describe()}, announced "
-                    f"{max(0.0, time.time() - newer.at_ms / 1000):.1f}s ago; stop it first (a dead instance's "
-                    f"lease lapses after {self.timeout_s:.0f}s) or use another --topic-prefix")
-            seen = newer  # it stopped, or someone else announced: look again
-        self.announce()
-        return previous
+    # ---------------------------------------------------------------- lifecycle
 
     def start(self, seq: Callable[[], int]) -> None:
-        """Announce every interval until ``release``."""
+        """Read the recent past, then announce and watch on threads of their own."""
         self._seq = seq
-        self._every = Every(self.interval_s, self.announce, "lease")
-        self._every.start()
-
-    def announce(self, role: str | None = None) -> None:
-        holder = replace(self.me, role=role or self.me.role, seq=self._seq())
+        consumer = self.conn.consumer({"fetch.wait.max.ms": 50})
+        tp = TopicPartition(self.topic, LEASE_PARTITION)
         try:
-            self._producer.produce(self.topic, key=self.key, value=holder.encode(), partition=LEASE_PARTITION)
-            self._producer.poll(0)
-        except (BufferError, KafkaException) as exc:
-            log.warning("announcing the lease failed: %s", exc)
+            low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+        except KafkaException as exc:
+            consumer.close()
+            raise BrewError(f"cannot read the instances topic {self.topic}: {exc.args[0].str()}") from None
+        consumer.assign([TopicPartition(self.topic, LEASE_PARTITION, max(low, high - _TAIL))])
+        self._catch_up(consumer, high)
+        self.announce()
+        for name, target in (("lease-announce", self._announce_loop), ("lease-watch", self._watch_loop)):
+            thread = threading.Thread(target=target, args=(consumer,) if name == "lease-watch" else (),
+                                      name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
-    def release(self, still_held: bool = True) -> None:
-        """Stop announcing; say so when this instance still holds the lease (a clean stop)."""
-        if self._every is not None:
-            self._every.stop()
-        if still_held:
-            self.announce(STOPPED)
+    def stop(self) -> None:
+        """Stop announcing and watching; say the last word (this instance's role now)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(5)
+        self.announce()
         self._producer.flush(5)
 
+    def set_role(self, role: str, holds_lease: bool | None = None) -> None:
+        """What the next announcements say (the runner calls it on every phase change)."""
+        with self._lock:
+            self._role = role
+            if holds_lease is not None:
+                self._holds = holds_lease
+        self.announce()
 
-def _read(consumer: Consumer, topic: str, start: int, end: int) -> list[Message]:
-    """The records of the lease partition in [start, end)."""
-    if start >= end:
-        return []
-    consumer.assign([TopicPartition(topic, LEASE_PARTITION, start)])
-    out: list[Message] = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if consumer.position([TopicPartition(topic, LEASE_PARTITION)])[0].offset >= end:
-                break
-            continue
+    def announce(self) -> None:
+        with self._lock:
+            what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq())
+        try:
+            self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION)
+            self._producer.poll(0)
+        except (BufferError, KafkaException) as exc:
+            log.warning("announcing this instance failed: %s", exc)
+
+    # ---------------------------------------------------------------- decisions
+
+    def holder(self) -> Seen | None:
+        """The last announcement of another process that holds (or last held) the lease."""
+        with self._lock:
+            return self._holder()
+
+    def _holder(self) -> Seen | None:
+        holders = [s for t, s in self._latest.items() if t != self.me.token and s.what.holds_lease]
+        return max(holders, key=lambda s: s.offset, default=None)
+
+    def check_first_start(self) -> Announcement | None:
+        """Before starting as active: refuse while another home holds a live lease.
+        Returns the holder taken over from, if its lease lapsed (or it stopped uncleanly)."""
+        seen = self.holder()
+        if seen is None or seen.what.role in _GONE:
+            return None
+        holder = seen.what
+        if holder.same_home(self.me):
+            # We hold this state dir's lock, so the process that announced it is gone.
+            log.info("the last run on this state dir (pid %d) did not stop cleanly; taking over", holder.pid)
+            return holder
+        self.wait_for_lapse(deadline_s=self.timeout_s * 2)
+        latest = self.holder() or seen
+        with self._lock:
+            standing = lease_state(latest, self._own_latest, self.timeout_s) == HELD
+        if standing:
+            raise LeaseRefused(
+                f"another instance is active on changelog {self.me.changelog}: {latest.what.describe()}; stop it "
+                f"first (a dead instance's lease lapses after {self.timeout_s:g}s), run this one with --standby, "
+                "or use another --topic-prefix")
+        return latest.what
+
+    def wait_for_lapse(self, deadline_s: float | None = None, stop: threading.Event | None = None,
+                       on_tick: Callable[[], None] | None = None) -> Seen | None:
+        """Wait until no other process holds a live lease; return the last holder's last
+        announcement (None when there was none), or None when ``deadline_s`` passes or
+        ``stop`` is set first."""
+        end = None if deadline_s is None else time.monotonic() + deadline_s
+        while True:
+            with self._lock:
+                seen = self._holder()
+                if lease_state(seen, self._own_latest, self.timeout_s) != HELD:
+                    return seen
+                self._changed.wait(0.05)
+            if on_tick is not None:
+                on_tick()
+            if stop is not None and stop.is_set():
+                return None
+            if end is not None and time.monotonic() > end:
+                return None
+
+    def silence(self, seen: Seen) -> float:
+        with self._lock:
+            return self._silence_locked(seen)
+
+    def _silence_locked(self, seen: Seen) -> float:
+        """How long ``seen``'s process has been silent: broker time from its announcement
+        to this instance's own latest one after it (0 while none went through)."""
+        own = self._own_latest
+        if own is None or own.offset < seen.offset:
+            return 0.0
+        return max(0.0, (own.broker_ms - seen.broker_ms) / 1000)
+
+    def taken_over(self) -> Announcement | None:
+        """While holding the lease: another process that announced itself as holder after
+        this one's latest announcement (so this one was taken over), or None."""
+        with self._lock:
+            seen = self._holder()
+            return seen.what if seen is not None and overtaken(self._holds, self._own_latest, seen) else None
+
+    # ---------------------------------------------------------------- threads
+
+    def _announce_loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.announce()
+
+    def _watch_loop(self, consumer: Consumer) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = consumer.poll(0.1)
+                if msg is not None:
+                    self._take(msg)
+        finally:
+            consumer.close()
+
+    def _catch_up(self, consumer: Consumer, high: int) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                position = consumer.position([TopicPartition(self.topic, LEASE_PARTITION)])[0].offset
+                if position < 0 or position >= high:
+                    return
+                continue
+            self._take(msg)
+            if (msg.offset() or 0) >= high - 1:
+                return
+
+    def _take(self, msg: Message) -> None:
         err = msg.error()
         if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                break
-            continue
-        out.append(msg)
-        if (msg.offset() or 0) >= end - 1:
-            break
-    return out
+            if err.code() != KafkaError._PARTITION_EOF:
+                log.debug("instances topic: %s", err.str())
+            return
+        what = Announcement.decode(msg.value())
+        if what is None or what.changelog != self.me.changelog:
+            return
+        seen = Seen(what, msg.offset() or 0, msg.timestamp()[1])
+        with self._lock:
+            if what.token == self.me.token:
+                self._own_latest = seen
+            else:
+                self._latest[what.token] = seen
+            self._changed.notify_all()

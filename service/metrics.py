@@ -72,6 +72,8 @@ class Metrics:
                                   "longer held them (--accept-input-loss)", ("partition",))
         self.role = gauge("brewstream_role", "1 for what this instance is doing now (starting, restoring, active, "
                           "standby, fenced, stopped), 0 for the rest", ("role",))
+        self.standby_lag = gauge("brewstream_standby_changelog_lag_records",
+                                 "Changelog offsets a standby has yet to apply (0 on an active instance)")
         self.watermark = gauge("brewstream_watermark_seconds", "Event-time watermark (unix seconds)")
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")

@@ -1,22 +1,26 @@
-"""The daemon around a pipeline's sink: start-up, the streaming query, clean shutdown.
+"""The daemon around a pipeline's sink: its roles, start-up order, the query, shutdown.
 
-Both pipelines (drink-count and windows) run here. Start-up order matters: lock the
-state dir (a second process on it stops here), take the changelog's lease (a second live
-instance on the changelog stops here, naming the first), fence older writers of the
-changelog, bring the store up to date with the changelog (a full restore when the disk
-was lost, refusing a changelog that cannot serve it), check that the input still holds
-what the store has to count, pick the start point, and only then start Spark.
+Both pipelines (drink-count and windows) run here, as the active writer of their
+changelog or, with ``--standby``, as a hot standby that takes over when the active's
+lease lapses (``service.lease``).
 
-Whatever stops the query ends in one line naming the cause. A checkpoint Spark cannot
-resume from, and input that Spark finds lost, are looked at again here: the query starts
-over from the store's offsets, since progress lives in the store.
+Start-up as active: lock the state dir (a second process on it stops here), make sure no
+other live instance holds the changelog's lease (it is named and this one refuses),
+fence older writers of the changelog, bring the store up to date with the changelog (a
+full restore when the disk was lost, refusing a changelog that cannot serve it), check
+that the input still holds what the store has to count, pick the start point, and only
+then start the query. As a standby: lock, warm Spark and the Python workers, restore the
+store and follow the changelog until the lease lapses; then the same steps as active,
+with only the last few records left to apply. A fenced active stops, or goes back to
+standby when it may.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import shutil
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,39 +28,31 @@ from typing import TYPE_CHECKING, Protocol
 
 from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
-from restorer.codec import Entry, encode_u64, input_topic_id_name, local_key, offset_key
-from restorer.commit import commit_batch
 from restorer.faults import FaultPlan, kill_process_and
-from restorer.reader import ValueCheck, check_count
+from restorer.integrity import RESTORE, plan_start
+from restorer.reader import ValueCheck, apply_changelog, check_count, new_reader, store_facts, view_changelog
 from restorer.store import StateDir, Store
-from service.health import ACTIVE, FENCED, RESTORING, STARTING, STOPPED, Health
-from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Holder, Lease
+from service.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
+from service.input_guard import check_input, pin_latest
+from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Lease
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
+from service.query import drop_checkpoint, run_query, stop_quietly, warm_query
 from service.signals import stop_on_signals
-from service.sink import SinkClosed, SinkOptions
+from service.sink import SinkOptions
 from service.spark_session import build_session, warm_python_workers
-from service.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start, input_gaps
 from topics.catalog import DEFAULT_TOPICS, Topics
-from topics.errors import BrewError, disk_problem
-from topics.kafka import KafkaConnection, describe_topic, end_offsets, max_record_bytes, partitions_of, require_broker
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, require_broker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
-
-# Logged once the store is open, fenced and caught up, just before Spark starts the query.
-READY_LINE = "%s: input=%s changelog=%s state=%s checkpoint=%s; %s"
-READY_PATTERN = re.compile(r"(?P<pipeline>[\w-]+): input=(?P<input>\S+) changelog=")
 
 # Default cap on records per micro-batch: with it, no backlog can make one batch too big
 # for the driver (its bad records travel as positions once a task's budget is spent).
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
-# How many times one run starts its query again from the store's offsets (a damaged
-# checkpoint, input lost under it) before it gives up.
-QUERY_RESTARTS = 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +76,7 @@ class RunConfig:
     accept_input_loss: bool = False
     lease_interval_s: float = LEASE_INTERVAL_S
     takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
+    standby: bool = False
 
 
 class BatchSink(Protocol):
@@ -93,6 +90,8 @@ class BatchSink(Protocol):
     def close(self) -> None: ...
 
     def retry(self) -> None: ...
+
+    def fence(self, reason: str) -> None: ...
 
     @property
     def fenced(self) -> bool: ...
@@ -119,6 +118,7 @@ class Pipeline:
     reader_options: dict[str, str] = field(default_factory=dict)
     batch_module: str = "service.drink_count.aggregate"  # what the Python workers run; imported before the first batch
     check_value: ValueCheck = check_count
+    dry_run: Callable[[DataFrame], object] = lambda _df: None  # a batch's work, committing nothing (warm-up)
 
 
 def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
@@ -136,283 +136,197 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     if cfg.metrics_port is not None:
         metrics.serve(cfg.metrics_host, cfg.metrics_port)
     try:
-        failure = _run_locked(p, cfg, spark, metrics, health, input_partitions, changelog_partitions)
-    except Fenced:
-        health.set(FENCED, "another instance took over the changelog")
-        raise
+        with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
+            return Daemon(p, cfg, spark, metrics, health, store, input_partitions, changelog_partitions).run()
     finally:
-        if health.phase.name != FENCED:
-            health.set(STOPPED)
         metrics.stop_serving()
-    if failure:
-        raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, start it again to continue "
-                        f"(Spark's log: {spark_log(cfg)})")
-    return 0
 
 
-def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
-                input_partitions: list[int], changelog_partitions: list[int]) -> str | None:
-    conn = cfg.conn
-    with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
-        lease = Lease(conn, cfg.topics.instances, p.changelog_topic,
-                      Holder.here(cfg.state_dir, cfg.instance, cfg.lease_interval_s),
-                      cfg.lease_interval_s, cfg.takeover_timeout_s)
-        lease.acquire()
-        lease.start(seq=store.last_seq)
-        still_held = True
-        try:
-            record_bytes = min(max_record_bytes(conn, t) for t in (p.dlq_topic, *p.output_topics))
-            changelog = ChangelogWriter(conn, p.changelog_topic, changelog_partitions, record_bytes)
-            changelog.start()
-            try:
-                health.set(RESTORING, "catching up with the changelog")
-                applied = bring_store_up_to_date(conn, store, changelog, cfg.auto_restore, p.check_value,
-                                                 cfg.accept_changelog_loss, on_progress=metrics.restore_progress)
-                metrics.restore_records.labels(metrics.pipeline).inc(applied)
-                check_input(conn, store, changelog, p.input_topic, cfg.accept_input_loss, metrics)
-                if p.start_when_empty == "latest":
-                    _pin_latest(conn, store, changelog, p.input_topic, input_partitions)
-                health.set(STARTING, "starting Spark")
-                failure = _run_spark(p, cfg, spark, metrics, health, store, changelog, input_partitions,
-                                     record_bytes)
-            finally:
-                changelog.close()
-        except Fenced:
-            still_held = False  # another instance holds the lease now: leave its announcements alone
-            raise
-        finally:
-            lease.release(still_held)
-    return failure
+class Daemon:
+    """One instance of a pipeline, through its roles."""
 
+    def __init__(self, p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
+                 store: Store, input_partitions: list[int], changelog_partitions: list[int]) -> None:
+        self.p, self.cfg, self.metrics, self.health, self.store = p, cfg, metrics, health, store
+        self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
+        self._spark, self._own_spark = spark, spark is None
+        self._warm = False
+        self.stop = threading.Event()
+        self.lease = Lease(cfg.conn, cfg.topics.instances,
+                           Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
+                           cfg.lease_interval_s, cfg.takeover_timeout_s)
+        self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
 
-def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
-               store: Store, changelog: ChangelogWriter, input_partitions: list[int],
-               record_bytes: int) -> str | None:
-    """Spark, the sink and the query, until a stop; the failure, if the query failed."""
-    conn = cfg.conn
-    own_spark = spark is None
-    if spark is None:
-        spark = build_session(cfg.master, f"brewstream-{p.name}", log_file=spark_log(cfg))
-    try:
-        warm_python_workers(spark, p.batch_module)
-        options = SinkOptions(conn, cfg.checkpoint_dir, cfg.max_name_bytes, record_bytes)
-        sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics, options)
-        reporter = p.make_reporter(store, sink, metrics)
-        last = store.last_batch_ms()
-        if last is not None:
-            metrics.last_batch_at(last / 1000)
-        refresher = MetricsRefresher(metrics, conn, store, p.input_topic) if cfg.metrics_port is not None else None
-        reporter.start()
+    def run(self) -> int:
+        self.health.on_change(lambda phase: self.lease.set_role(phase.name))
+        self.lease.start(seq=self.store.last_seq)
+        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, self.store, self.p.input_topic)
+                     if self.cfg.metrics_port is not None else None)
         if refresher is not None:
             refresher.start()
         try:
-            failure = _run_query(p, cfg, spark, sink, store, changelog, metrics, health, input_partitions)
+            with stop_on_signals() as stop:
+                self.stop = stop
+                return self._roles()
+        except Fenced as exc:
+            self.health.set(FENCED, str(exc))
+            raise
         finally:
-            sink.close()  # lets a batch in flight finish; later ones are refused
-            reporter.stop(final_flush=not sink.fenced)
+            if self.health.phase.name != FENCED:
+                self.health.set(STOPPED)
             if refresher is not None:
                 refresher.stop()
-        return failure
-    finally:
-        if own_spark:
-            spark.stop()
+            self.lease.stop()
+            if self._own_spark and self._spark is not None:
+                stop_quietly(self._spark.stop)
+
+    def _roles(self) -> int:
+        took_over: TakeOver | None = None
+        if self.cfg.standby:
+            warm_query(self.spark(), self.p, self.cfg)  # warm before anything is asked of it
+        else:
+            previous = self.lease.check_first_start()
+            took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
+        while True:
+            if self.cfg.standby:
+                took_over = self._stand_by()
+                if self.stop.is_set():
+                    return 0
+            try:
+                failure = self._be_active(took_over)
+            except Fenced as exc:
+                if not self.cfg.standby:
+                    raise
+                self.health.set(FENCED, str(exc))
+                log.warning("%s; back to standby", exc)
+                continue
+            if failure:
+                raise BrewError(f"the {self.p.name} query failed: {failure}; progress is kept, start it again to "
+                                f"continue (Spark's log: {spark_log(self.cfg)})")
+            return 0
+
+    # ---------------------------------------------------------------- standby
+
+    def _stand_by(self) -> TakeOver | None:
+        """Follow the changelog until no other instance holds a live lease."""
+        cfg, p = self.cfg, self.p
+        self.lease.set_role(RESTORING, holds_lease=False)
+        self.health.set(RESTORING, "catching up with the changelog as a standby")
+        # Its own checkpoint says nothing about the store another active has been writing.
+        drop_checkpoint(cfg.checkpoint_dir)
+        plan = plan_start(view_changelog(cfg.conn, p.changelog_topic), store_facts(self.store),
+                          cfg.accept_changelog_loss)
+        start: dict[int, int] | None = plan.start if plan.action == RESTORE else None
+        reader = new_reader(cfg.conn)
+        last = 0.0
+
+        def follow() -> None:
+            nonlocal last, start
+            if time.monotonic() - last < FOLLOW_EVERY_S:
+                return
+            result = apply_changelog(cfg.conn, p.changelog_topic, self.store, start=start, check_value=p.check_value,
+                                     reader=reader)
+            start, last = None, time.monotonic()
+            self.metrics.restore_records.labels(self.metrics.pipeline).inc(result.records)
+            lag = sum(max(0, e - self.store.positions().get(q, 0)) for q, e in result.end.items())
+            self.metrics.standby_lag.labels(self.metrics.pipeline).set(lag)
+            if self.health.phase.name == RESTORING:
+                self.health.set(STANDBY, "following the changelog")
+
+        try:
+            follow()
+            holder = self.lease.wait_for_lapse(stop=self.stop, on_tick=follow)
+        finally:
+            reader.close()
+        if self.stop.is_set():
+            return None
+        if holder is None:
+            return TakeOver(None, 0.0, time.monotonic())
+        return TakeOver(holder.what, self.lease.silence(holder), time.monotonic())
+
+    # ---------------------------------------------------------------- active
+
+    def _be_active(self, took_over: TakeOver | None) -> str | None:
+        cfg, p, store, health = self.cfg, self.p, self.store, self.health
+        self.lease.set_role(STARTING, holds_lease=True)
+        changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes)
+        changelog.start()  # fences any other writer of this changelog
+        try:
+            health.set(RESTORING, "catching up with the changelog")
+            applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
+                                             cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
+            self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
+            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
+            if p.start_when_empty == "latest":
+                pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
+            health.set(STARTING, "starting the query")
+            spark = self.spark()
+            options = SinkOptions(cfg.conn, cfg.checkpoint_dir, cfg.max_name_bytes, self.record_bytes,
+                                  cfg.takeover_timeout_s)
+            sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))),
+                               self.metrics, options)
+            reporter = p.make_reporter(store, sink, self.metrics)
+            last = store.last_batch_ms()
+            if last is not None:
+                self.metrics.last_batch_at(last / 1000)
+            reporter.start()
+
+            def active() -> None:
+                health.set(ACTIVE)
+                if took_over is not None and took_over.holder is not None:
+                    log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
+
+            def lost() -> str | None:
+                other = self.lease.taken_over()
+                return None if other is None else f"{other.describe()} took the lease over"
+
+            try:
+                return run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
+                                 self.stop, lost, active)
+            finally:
+                sink.close()  # lets a batch in flight finish; later ones are refused
+                reporter.stop(final_flush=not sink.fenced)
+        except Fenced:
+            self.lease.set_role(FENCED, holds_lease=False)
+            raise
+        finally:
+            changelog.close()
+
+    def spark(self) -> SparkSession:
+        """The session, built once, with Python workers that have imported the batch code."""
+        if self._spark is None:
+            self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", log_file=spark_log(self.cfg))
+        if not self._warm:
+            warm_python_workers(self._spark, self.p.batch_module)
+            self._warm = True
+        return self._spark
+
+
+# Logged by a standby that became active, and read by the failover drill and benchmark.
+TOOK_OVER_LINE = "took over from %s after %.1fs"
+TOOK_OVER_PATTERN = re.compile(r"took over from (?P<instance>\S+) after (?P<seconds>[\d.]+)s")
+
+# How often a standby applies what its changelog gained (a few hundred records a second
+# at most arrive between two steps; at takeover only those are left).
+FOLLOW_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """The instance taken over from, how long it had been silent, and when that was known."""
+
+    holder: Announcement | None
+    silent_s: float
+    known_at: float  # monotonic
+
+    def seconds(self) -> float:
+        """From the holder's last announcement until now."""
+        return self.silent_s + time.monotonic() - self.known_at
 
 
 def spark_log(cfg: RunConfig) -> Path:
     """Where Spark's own warnings and errors go, stack traces included."""
     return cfg.state_dir / "spark.log"
-
-
-def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink, store: Store,
-               changelog: ChangelogWriter, metrics: Metrics, health: Health, input_partitions: list[int]) -> str | None:
-    """Start the query; start it again from the store's offsets where a restart can help."""
-    for attempt in range(QUERY_RESTARTS + 1):
-        start = _start_point(cfg.conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
-        log.info(READY_LINE, p.name, p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir,
-                 start.reason)
-        committed = sink.seq
-        query = _start_query(spark, p, cfg, sink, start)
-        health.set(ACTIVE)
-        failure = _wait(query, sink)
-        query.stop()
-        if failure is None:
-            return None
-        if isinstance(sink.failure, BrewError):
-            raise sink.failure  # our own refusal: it says what happened and what to do
-        line = failure_line(failure)
-        if attempt == QUERY_RESTARTS:
-            return line
-        if _is_data_loss(failure):
-            # Spark compares with its checkpoint; the store decides whether anything it
-            # still has to count is gone (check_input refuses then, unless told).
-            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, metrics)
-            log.warning("Spark found input missing (%s); starting the query again from the store's offsets", line)
-        elif start.use_checkpoint and sink.seq == committed:
-            log.warning("the query failed before its first batch on the checkpoint in %s (%s); dropping the "
-                        "checkpoint and starting from the store's offsets", cfg.checkpoint_dir, line)
-        else:
-            return line
-        _drop_checkpoint(cfg.checkpoint_dir)
-        sink.retry()
-    return None
-
-
-def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, accept_loss: bool,
-                metrics: Metrics | None = None) -> None:
-    """Refuse to start when the input lost what the store has not counted yet (deleted by
-    retention, or the topic re-created); with ``accept_loss``, skip it, say so and count it."""
-    shape = describe_topic(conn.admin(), topic)
-    recorded = store.local(input_topic_id_name(topic))
-    consumer = conn.consumer()
-    try:
-        offsets = end_offsets(consumer, topic, list(range(shape.partitions)))
-    finally:
-        consumer.close()
-    recreated = recorded is not None and recorded.decode() != shape.topic_id
-    gaps = input_gaps(store.next_offsets(topic), offsets, recreated)
-    identity: list[Entry] = [(local_key(input_topic_id_name(topic)), shape.topic_id.encode())]
-    if not gaps:
-        if recorded is None:
-            store.commit(identity)
-        return
-    what = "; ".join(g.describe() for g in gaps)
-    if not accept_loss:
-        raise BrewError(f"input {topic} no longer holds records the store has not counted: {what}; pass "
-                        "--accept-input-loss to skip them (logged, and counted in "
-                        "brewstream_input_lost_records_total)")
-    log.warning("skipping input lost from %s (--accept-input-loss): %s", topic, what)
-    entries: list[Entry] = [(offset_key(topic, g.partition), encode_u64(g.low)) for g in gaps]
-    commit_batch(store, changelog, entries, local=identity)
-    if metrics is not None:
-        for g in gaps:
-            metrics.input_lost.labels(metrics.pipeline, str(g.partition)).inc(g.lost)
-
-
-def _start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir: Path,
-                 partitions: list[int]) -> StartPoint:
-    problem = checkpoint_problem(checkpoint_dir, topic)
-    if problem is not None:
-        log.warning("the Spark checkpoint in %s is damaged (%s); dropping it: the store's offsets say where to "
-                    "start", checkpoint_dir, problem)
-        _drop_checkpoint(checkpoint_dir)
-    consumer = conn.consumer()
-    try:
-        earliest = {p: low for p, (low, _) in end_offsets(consumer, topic, partitions).items()}
-    finally:
-        consumer.close()
-    checkpoint = checkpoint_resume_offsets(checkpoint_dir, topic)
-    start = choose_start(topic, partitions, store.next_offsets(topic), earliest, checkpoint)
-    if checkpoint is not None and not start.use_checkpoint:
-        log.warning(start.reason)
-        _drop_checkpoint(checkpoint_dir)
-    return start
-
-
-def _drop_checkpoint(checkpoint_dir: Path) -> None:
-    try:
-        shutil.rmtree(checkpoint_dir)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
-
-
-def _pin_latest(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str,
-                partitions: list[int]) -> None:
-    """A brand-new store that starts at the latest offsets records them first, so that a
-    partition without data until a restart is not read from its beginning then."""
-    if store.next_offsets(topic):
-        return
-    consumer = conn.consumer()
-    try:
-        ends = {p: high for p, (_, high) in end_offsets(consumer, topic, partitions).items()}
-    finally:
-        consumer.close()
-    commit_batch(store, changelog, [(offset_key(topic, p), encode_u64(o)) for p, o in sorted(ends.items())])
-    log.info("new store: starting %s at its latest offsets %s", topic, ends)
-
-
-# A task's last poll leaves a fetch for the next offsets in flight, which the broker holds
-# for fetch.max.wait.ms (500 ms by default) when nothing new has arrived; the next batch's
-# task on that partition then waits for it. At a low input rate that made every other
-# batch half a second slower. A `java.fetch.max.wait.ms` line in --kafka-config overrides.
-SOURCE_DEFAULTS = {
-    "kafka.fetch.max.wait.ms": "20",
-    # Only committed input counts (invariant 7): an aborted upstream transaction is skipped.
-    "kafka.isolation.level": "read_committed",
-}
-
-
-def _start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
-                 start: StartPoint) -> StreamingQuery:
-    reader = (spark.readStream.format("kafka").options(**SOURCE_DEFAULTS).options(**cfg.conn.spark_options())
-              .option("subscribe", p.input_topic).options(**p.reader_options))
-    offsets = start.starting_offsets_json()
-    if offsets is not None:
-        reader = reader.option("startingOffsets", offsets)
-    if cfg.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
-              .option("checkpointLocation", str(cfg.checkpoint_dir)))
-    if cfg.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{int(cfg.trigger_s * 1000)} milliseconds")
-    return writer.start()
-
-
-def _wait(query: StreamingQuery, sink: BatchSink) -> str | None:
-    """Block until a signal, the end of an available-now run, or a failure (its whole text)."""
-    from pyspark.errors import StreamingQueryException
-
-    with stop_on_signals() as stop:
-        while not stop.is_set():
-            if isinstance(sink.failure, BrewError):  # e.g. raised on the windows ticker's thread
-                return str(sink.failure)
-            try:
-                if query.awaitTermination(1):
-                    return None
-            except StreamingQueryException as exc:
-                if sink.failure is not None:
-                    return str(sink.failure)
-                if SinkClosed.__name__ in str(exc):
-                    return None
-                return str(exc)
-        log.info("stopping: letting the batch in flight finish")
-        return None
-
-
-_ERROR_LINE = re.compile(r"^\s*(?:Caused by: |: )?([A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
-# Wrappers that say only that something below them failed.
-_WRAPPERS = ("SparkException", "Py4JJavaError", "Py4JException", "StreamingQueryException",
-             "ForeachBatchUserFuncException", "PythonException", "ExecutionException")
-
-
-def failure_line(text: str) -> str:
-    """The cause of a failed query in one line: a disk problem, the Python error a worker
-    raised, the first telling Java exception, or else the first line that says something
-    (never Spark's ``Traceback`` framing)."""
-    hint = disk_problem(text)
-    if hint:
-        line = next((ln.strip() for ln in text.splitlines() if disk_problem(ln)), "")
-        return f"{line[:200]}: {hint}"
-    found = [(m.group(1), m.group(2).strip()) for ln in text.splitlines() if (m := _ERROR_LINE.match(ln))]
-    telling = [(name, message) for name, message in found if name.rsplit(".", 1)[-1] not in _WRAPPERS]
-    python = [(name, message) for name, message in telling if not name.startswith(("org.", "java.", "scala."))]
-    pick = python[-1] if python else telling[0] if telling else None  # a worker's own error comes last
-    if pick is not None:
-        return f"{pick[0].rsplit('.', 1)[-1]}: {pick[1][:300]}"
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Traceback", "Return Message", "===", "at ", "File ",
-                                         "An error occurred while calling")):
-            return line[:400]
-    return "unknown error"
-
-
-def _is_data_loss(failure: str) -> bool:
-    lowered = failure.lower()
-    return "data may have been lost" in lowered or "failondataloss" in lowered
 
 
 def _jvm_pid(spark: SparkSession) -> int | None:

@@ -67,6 +67,7 @@ class SinkOptions:
     checkpoint_dir: Path | None = None  # where Spark logs each batch's planned end offsets
     max_name_bytes: int = MAX_NAME_BYTES
     dlq_record_bytes: int = 1_000_000
+    takeover_timeout_s: float | None = None  # a commit paused longer than this may have been taken over
 
 
 class OrderedCommitSink:
@@ -113,6 +114,14 @@ class OrderedCommitSink:
         if isinstance(exc, BrewError):
             self._closed = True
 
+    def fence(self, reason: str) -> None:
+        """Another instance took over: take no batch again (the one in flight finishes
+        first, and its transaction fails as fenced)."""
+        with self._lock:
+            if self.failure is None:
+                self.failure = Fenced(f"{reason}: this instance was fenced out and stops writing")
+            self._closed = True
+
     def retry(self) -> None:
         """Take batches again after a failure the runner decided to start over from."""
         with self._lock:
@@ -139,7 +148,8 @@ class OrderedCommitSink:
                 aggregate_s: float) -> tuple[list[Entry], PhaseTimes]:
         """3. + 4. for one batch: returns the entries committed and the time of each step."""
         entries = [*entries, (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000)))]
-        done = commit_batch(self.store, self.changelog, entries, outputs, self.faults)
+        done = commit_batch(self.store, self.changelog, entries, outputs, self.faults,
+                            max_gap_s=self.options.takeover_timeout_s if self.options else None)
         self.seq = done.seq
         return done.entries, PhaseTimes(aggregate_s, done.changelog_s, done.store_s)
 

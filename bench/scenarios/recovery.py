@@ -1,12 +1,15 @@
-"""Scenario 4: recovery time after SIGKILL, and after SIGKILL plus the loss of the disk.
+"""Scenario 4: recovery time after SIGKILL: a restart, a restart after the loss of the
+disk, and a failover to a hot standby.
 
 A daemon runs on fresh topics with the default trigger while orders arrive at
 ``--latency-rate``. Right after its ``kill_after_batches``-th committed batch (+0.5 s,
 so the kill lands mid-cycle) its whole process group (driver, JVM, workers) is
 SIGKILLed; for ``disk-loss`` the state dir is deleted too (the Spark checkpoint stays,
-and the daemon must notice that it runs ahead of the store). A new daemon starts at
-once, on the same dirs; the clock runs from the kill to that daemon's first committed
-batch (its batch log line follows the store commit). The feed continues throughout, so
+and the daemon must notice that it runs ahead of the store). For ``kill9`` and
+``disk-loss`` a new daemon starts at once, on the same dirs; for ``failover`` a
+``--standby`` on dirs of its own has been following all along. The clock runs from the
+kill to the first batch the next daemon commits (its batch log line follows the store
+commit). The feed continues throughout, so
 there is always a new batch to commit. Afterwards the feed stops, the daemon drains it,
 and the store must hold exactly the oracle's counts of every delivered order.
 """
@@ -28,9 +31,11 @@ from bench.runs import require_same
 from bench.stats import summarize
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
-from bench.waiting import wait_until
+from service.health import STANDBY, role_pattern
+from topics.clock import wait_until
 
-MODES = ("kill9", "disk-loss")
+MODES = ("kill9", "disk-loss", "failover")
+STANDBY_LINE = role_pattern(STANDBY)
 KILL_DELAY_S = 0.5
 START_TIMEOUT_S = 300.0
 DRAIN_TIMEOUT_S = 300.0
@@ -71,6 +76,10 @@ def _measure(ctx: BenchContext, stream: OrderStream, mode: str, rep: int) -> Rec
     feed = PacedFeed(conn, topics.orders, stream, cfg.latency_rate)
     first = ours.start_daemon(ctx, topics, dirs, settings, f"{mode}-before")
     second = None
+    if mode == "failover":
+        dirs = ctx.dirs(f"recovery-{mode}-standby")
+        second = ours.start_daemon(ctx, topics, dirs, settings, f"{mode}-standby", standby=True)
+        second.wait_for(STANDBY_LINE, START_TIMEOUT_S)
     try:
         feed.start()
         seen = 0
@@ -78,13 +87,15 @@ def _measure(ctx: BenchContext, stream: OrderStream, mode: str, rep: int) -> Rec
             line, _m = first.wait_for(ours.BATCH, START_TIMEOUT_S, after=seen)
             seen = first.lines.index(line) + 1
         time.sleep(KILL_DELAY_S)
+        mark = len(second.lines) if second is not None else 0
         killed = time.monotonic()
         first.kill_group()
         first.finish(30)
         if mode == "disk-loss":
             shutil.rmtree(dirs.state)
-        second = ours.start_daemon(ctx, topics, dirs, settings, f"{mode}-after")
-        ready, _m = second.wait_for(ours.READY, START_TIMEOUT_S)
+        if second is None:
+            second = ours.start_daemon(ctx, topics, dirs, settings, f"{mode}-after")
+        ready, _m = second.wait_for(ours.READY, START_TIMEOUT_S, after=mark)
         batch, m = second.wait_for(ours.BATCH, START_TIMEOUT_S)
         restored = next((int(r["records"]) for line in second.lines if (r := ours.RESTORED.search(line.text))), None)
         feed.stop()
@@ -115,6 +126,6 @@ def _check_exact(stream: OrderStream, feed: PacedFeed, dirs: DaemonDirs, topic: 
         targets[p] = max(targets.get(p, 0), o + 1)
     watcher = StoreWatcher(dirs.store, topic, 0.5)
     wait_until(lambda: watcher.poll() is not None and watcher.committed(targets), DRAIN_TIMEOUT_S,
-               "the recovered daemon to drain the feed", daemon, every=0.5)
+               "the recovered daemon to drain the feed", every=0.5, give_up=daemon.exit_reason)
     state = ours.read_store(dirs)
     require_same("brewstream after recovery", state.counts if state else {}, stream.oracle(feed.last_index))

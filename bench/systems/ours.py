@@ -18,7 +18,7 @@ from restorer.codec import StoreState
 from restorer.reader import RESTORED
 from restorer.store import Store
 from service.drink_count.pipeline import BATCH_PATTERN
-from service.runner import READY_PATTERN
+from service.query import READY_PATTERN
 from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")
@@ -67,8 +67,10 @@ def run_args(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Sett
     return args
 
 
-def start_daemon(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Settings, name: str) -> Child:
-    return Child(name, run_args(ctx, topics, dirs, settings, available_now=False), ctx.log(name))
+def start_daemon(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Settings, name: str,
+                 standby: bool = False) -> Child:
+    args = run_args(ctx, topics, dirs, settings, available_now=False) + (["--standby"] if standby else [])
+    return Child(name, args, ctx.log(name))
 
 
 def batches(child: Child, after: int = 0) -> list[Batch]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.dlq import warn_internal
+from service.drink_count.aggregate import aggregate_batch
 from service.drink_count.board import BoardFlusher
 from service.drink_count.sink import BatchReport, DrinkCountSink
 from service.metrics import Metrics
@@ -40,6 +41,7 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
         make_reporter=lambda store, _sink, metrics: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
             on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe),
+        dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
     )
 
 

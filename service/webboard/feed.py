@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from service.lease import Announcement
 from topics.catalog import Topics
 from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
 
@@ -26,6 +27,7 @@ POLL_S = 0.25
 # Window results are written in transactions, so commit markers take offsets too; going
 # back a few times the wanted number of records still finds them.
 _BACKLOG_FACTOR = 4
+_ANNOUNCEMENTS = 500  # read back at start: every instance's recent word
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class FeedView:
     windows: list[dict[str, Any]]
     waiting_for: list[str]
     error: str | None
+    instances: list[dict[str, Any]] = field(default_factory=list)  # role of every instance, newest first
 
 
 @dataclass
@@ -43,6 +46,7 @@ class _Seen:
     snapshot: dict[str, Any] | None = None
     windows: dict[str, dict[str, Any]] = field(default_factory=dict)
     error: str | None = None
+    instances: dict[bytes, tuple[Announcement, int]] = field(default_factory=dict)  # key -> (what, broker ms)
 
 
 def parse_snapshot(value: bytes | None) -> dict[str, Any] | None:
@@ -82,7 +86,8 @@ def keep_recent(windows: dict[str, dict[str, Any]], n: int) -> None:
 
 
 class TopicFeed:
-    """A background reader of ``topics.counts`` and ``topics.windows``."""
+    """A background reader of ``topics.counts``, ``topics.windows`` and the instances'
+    announcements (``topics.instances``)."""
 
     def __init__(self, conn: KafkaConnection, topics: Topics, recent: int = 8) -> None:
         self.conn = conn
@@ -105,14 +110,19 @@ class TopicFeed:
         with self._lock:
             windows = sorted(self._seen.windows.values(), key=lambda d: (d["end"], d["start"]), reverse=True)
             waiting = [t for t in (self.topics.counts, self.topics.windows) if t not in self._assigned]
-            return FeedView(self._seen.snapshot, windows, waiting, self._seen.error)
+            now_ms = time.time() * 1000
+            instances = [{"instance": a.instance, "pipeline": "drink-count" if a.changelog == self.topics.changelog
+                          else "windows", "role": a.role, "holds_lease": a.holds_lease, "seq": a.seq,
+                          "age_s": round(max(0.0, now_ms - at) / 1000, 1)}
+                         for a, at in sorted(self._seen.instances.values(), key=lambda v: -v[1])]
+            return FeedView(self._seen.snapshot, windows, waiting, self._seen.error, instances)
 
     def _run(self) -> None:
         consumer = self.conn.consumer({"isolation.level": "read_committed", "enable.partition.eof": False})
         try:
             next_lookup = 0.0
             while not self._stop.is_set():
-                if len(self._assigned) < 2 and time.monotonic() >= next_lookup:
+                if len(self._assigned) < 3 and time.monotonic() >= next_lookup:
                     self._assign_existing(consumer)
                     next_lookup = time.monotonic() + RETRY_S
                 if self._assigned:
@@ -127,7 +137,8 @@ class TopicFeed:
             consumer.close()
 
     def _assign_existing(self, consumer: Consumer) -> None:
-        wanted = {self.topics.counts: 2, self.topics.windows: _BACKLOG_FACTOR * self.recent}
+        wanted = {self.topics.counts: 2, self.topics.windows: _BACKLOG_FACTOR * self.recent,
+                  self.topics.instances: _ANNOUNCEMENTS}
         try:
             meta = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
             for topic, back in wanted.items():
@@ -153,7 +164,12 @@ class TopicFeed:
             if err.code() != KafkaError._PARTITION_EOF:
                 self._set_error(f"Kafka: {err.str()}")
             return
-        if msg.topic() == self.topics.counts:
+        if msg.topic() == self.topics.instances:
+            what = Announcement.decode(msg.value())
+            if what is not None and what.changelog in (self.topics.changelog, self.topics.windows_changelog):
+                with self._lock:
+                    self._seen.instances[what.key] = (what, msg.timestamp()[1])
+        elif msg.topic() == self.topics.counts:
             snapshot = parse_snapshot(msg.value())
             if snapshot is not None:
                 with self._lock:

@@ -68,6 +68,7 @@ def state_doc(feed: FeedView, chart: dict[str, Any], topics: dict[str, str], now
         "recent_windows": feed.windows,
         "waiting_for": feed.waiting_for,
         "kafka_error": feed.error,
+        "instances": feed.instances,
         "chart": chart,
     }
 

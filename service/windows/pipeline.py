@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 from service.dlq import warn_internal
 from service.metrics import Metrics
 from service.runner import Pipeline, RunConfig, run_pipeline
+from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink
@@ -46,6 +47,7 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         reader_options={"includeHeaders": "true"},
         batch_module="service.windows.aggregate",
         check_value=check_value,
+        dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes),
     )
 
 

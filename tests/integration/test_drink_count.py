@@ -175,7 +175,7 @@ def test_the_log_lines_readers_rely_on_match_what_the_daemon_writes(pipe: Pipeli
     """Drills, the benchmark and tools read the ready and batch lines with these patterns."""
     from restorer.reader import RESTORED
     from service.drink_count.pipeline import BATCH_PATTERN
-    from service.runner import READY_PATTERN
+    from service.query import READY_PATTERN
     from service.sink import ANY_BATCH
 
     orders = make_orders(150, seed=8)

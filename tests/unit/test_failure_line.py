@@ -1,6 +1,6 @@
 """A failed query is reported in one line naming its real cause."""
 
-from service.runner import failure_line
+from service.query import failure_line
 
 PY4J = """An error occurred while calling o151.getResult.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 1.0 failed
