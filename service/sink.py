@@ -21,7 +21,7 @@ from restorer.commit import commit_batch
 from restorer.faults import FaultPlan
 from restorer.store import Store
 from service.limits import MAX_NAME_BYTES
-from service.start_point import batch_end_offsets
+from service.start_point import batch_end_offsets, batch_start_offsets, replay_filter
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
@@ -130,6 +130,13 @@ class OrderedCommitSink:
 
     def _apply(self, df: DataFrame, batch_id: int) -> None:
         raise NotImplementedError
+
+    def replay_filter(self, batch_id: int, topic: str, applied: Mapping[int, int]) -> dict[int, int]:
+        """The offsets to drop rows below: only where this batch starts below the store's."""
+        opts = self.options
+        start = (batch_start_offsets(opts.checkpoint_dir, batch_id, topic)
+                 if opts is not None and opts.checkpoint_dir is not None else None)
+        return replay_filter(start, applied)
 
     def batch_ends(self, batch_id: int, topic: str, seen: Mapping[int, int],
                    applied: Mapping[int, int]) -> dict[int, int]:

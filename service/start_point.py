@@ -67,6 +67,26 @@ def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[i
         return None
 
 
+def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[int, int] | None:
+    """Where batch ``batch_id`` starts: the previous batch's end, or the query's initial
+    offsets for batch 0; None when the log cannot tell."""
+    try:
+        if batch_id > 0:
+            return _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch_id - 1)), topic)
+        return _source_offsets((checkpoint_dir / "sources" / "0" / "0").read_text(errors="replace"), topic)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def replay_filter(start: Mapping[int, int] | None, applied: Mapping[int, int]) -> dict[int, int]:
+    """Pure: the store's next offsets that a batch starting at ``start`` must be filtered
+    by: none when it starts at or past them everywhere (the usual case: the filter's
+    literals would otherwise make Spark generate and compile new code for every batch)."""
+    if start is None:
+        return dict(applied)
+    return {p: o for p, o in applied.items() if start.get(p, 0) < o}
+
+
 def _log_text(path: Path) -> str:
     """A Spark metadata log file: a version line, then JSON lines; anything else is damage."""
     text = path.read_text()

@@ -63,7 +63,8 @@ class DrinkCountSink(OrderedCommitSink):
         opts = self.options or SinkOptions(KafkaConnection())
         # 1. + 2. Count only what the store has not applied yet.
         applied = self.store.next_offsets(self.input_topic)
-        agg = aggregate_batch(df, applied, opts.max_name_bytes, opts.dlq_record_bytes)
+        agg = aggregate_batch(df, self.replay_filter(batch_id, self.input_topic, applied), opts.max_name_bytes,
+                              opts.dlq_record_bytes)
         agg.next_offsets = self.batch_ends(batch_id, self.input_topic, agg.next_offsets, applied)
         if agg.is_empty:
             return

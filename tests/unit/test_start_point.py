@@ -96,3 +96,23 @@ def test_input_gaps_name_lost_and_reset_partitions() -> None:
     assert [(g.partition, g.reset, g.lost) for g in gaps] == [(0, False, 20), (1, True, 0)]
     assert "offsets 10..29 were deleted" in gaps[0].describe()
     assert [g.partition for g in input_gaps({0: 1, 2: 1}, {0: (0, 9), 1: (0, 9), 2: (0, 9)}, True)] == [0, 2]
+
+
+def test_the_replay_filter_is_needed_only_below_the_store() -> None:
+    from service.start_point import replay_filter
+
+    assert replay_filter({0: 10, 1: 5}, {0: 10, 1: 5}) == {}
+    assert replay_filter({0: 8, 1: 5}, {0: 10, 1: 5}) == {0: 10}
+    assert replay_filter(None, {0: 10}) == {0: 10}  # unknown start: always filter
+    assert replay_filter({}, {2: 1}) == {2: 1}
+
+
+def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
+    from service.start_point import batch_start_offsets
+
+    root = _checkpoint(tmp_path / "c", {0: GOOD, 1: GOOD}, [0])
+    (root / "sources" / "0").mkdir(parents=True)
+    (root / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"brew.orders.v1":{"0":1,"1":2}}')
+    assert batch_start_offsets(root, 0, T) == {0: 1, 1: 2}
+    assert batch_start_offsets(root, 1, T) == {0: 5, 1: 7}
+    assert batch_start_offsets(root, 5, T) is None
