@@ -104,12 +104,19 @@ def drop_checkpoint(checkpoint_dir: Path) -> None:
         raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
 
 
-# A task's last poll leaves a fetch for the next offsets in flight, which the broker holds
-# for fetch.max.wait.ms (500 ms by default) when nothing new has arrived; the next batch's
-# task on that partition then waits for it. At a low input rate that made every other
-# batch half a second slower. A `java.fetch.max.wait.ms` line in --kafka-config overrides.
+# Settings of Spark's Kafka source; a `java.<setting>` line in --kafka-config overrides any.
 SOURCE_DEFAULTS = {
+    # A task's last poll leaves a fetch for the next offsets in flight, which the broker
+    # holds for fetch.max.wait.ms (500 ms by default) when nothing new has arrived; the
+    # next batch's task on that partition then waits for it. At a low input rate that made
+    # every other batch half a second slower.
     "kafka.fetch.max.wait.ms": "20",
+    # Spark's consumer asks the broker for the partition's offset range on every poll:
+    # with Kafka's default of 500 records a poll, a 1M backlog took thousands of blocking
+    # round trips. Bigger polls and fetches (BENCHMARKS.md, "Where a batch's time goes").
+    "kafka.max.poll.records": "20000",
+    "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "kafka.receive.buffer.bytes": str(1024 * 1024),
     # Only committed input counts (invariant 7): an aborted upstream transaction is skipped.
     "kafka.isolation.level": "read_committed",
 }
