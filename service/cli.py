@@ -21,6 +21,8 @@ from topics.kafka import KafkaConnection, require_broker, show_client_logs
 
 
 @click.group(context_settings=CONTEXT)
+@click.version_option(package_name="brewstream", prog_name="brewstream", message="%(prog)s %(version)s",
+                      help="Print the version and exit.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True, help="Log level of brewstream's own messages.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
