@@ -223,10 +223,17 @@ def pipeline_options(name: str) -> Callable[[F], F]:
             click.option("--takeover-timeout", "takeover_timeout_s", type=DURATION,
                          default=f"{TAKEOVER_TIMEOUT_S:g}s", show_default=True,
                          help="Silence after which another instance's lease counts as lapsed."),
-            click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-                         help="Serve Prometheus metrics on this port.  [default: off]"),
-            click.option("--metrics-host", default="127.0.0.1", show_default=True,
-                         help="Address the metrics server binds to."),
+            click.option("--http-port", "--metrics-port", "metrics_port", type=click.IntRange(1, 65535),
+                         default=None, help="Serve /metrics, /healthz, /readyz and the store's JSON API (/api/…) "
+                                            "on this port.  [default: off]"),
+            click.option("--http-host", "--metrics-host", "metrics_host", default="127.0.0.1", show_default=True,
+                         help="Address the HTTP server binds to; beyond loopback it needs --http-token-file "
+                              "or --http-insecure."),
+            click.option("--http-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                         default=None, help="File holding a bearer token that /metrics and /api/… ask for "
+                                            "(the probes stay open).  [default: no token]"),
+            click.option("--http-insecure", is_flag=True,
+                         help="Serve beyond loopback without a token."),
         ]):
             fn = opt(fn)
         return fn
@@ -235,17 +242,22 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
                max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
-               instance: str | None, metrics_port: int | None, metrics_host: str, max_name_bytes: int,
-               accept_changelog_loss: bool, accept_input_loss: bool, lease_interval_s: float,
-               takeover_timeout_s: float) -> Any:
+               instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
+               http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
+               lease_interval_s: float, takeover_timeout_s: float) -> Any:
+    from service.http_api import bind_problem
     from service.runner import RunConfig
     from topics.catalog import Topics
 
     if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
         raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
+    problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
+    if metrics_port is not None and problem:
+        raise click.BadParameter(problem)
     return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
                      available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
-                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s)
+                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s,
+                     http_token_file, http_insecure)
 
 
 @cli.command("run", context_settings=CONTEXT)

@@ -30,6 +30,7 @@ from restorer.faults import FaultPlan, kill_process_and
 from restorer.reader import ValueCheck, check_count
 from restorer.store import StateDir, Store
 from service.health import ACTIVE, FENCED, RESTORING, STARTING, STOPPED, Health
+from service.http_api import HttpApi, serve_http, serving
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Holder, Lease
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
@@ -73,13 +74,15 @@ class RunConfig:
     auto_restore: bool = True
     instance: str | None = None
     topics: Topics = DEFAULT_TOPICS
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"  # --http-host: the one HTTP port (metrics, probes, API)
+    metrics_port: int | None = None  # --http-port
     max_name_bytes: int = MAX_NAME_BYTES
     accept_changelog_loss: bool = False
     accept_input_loss: bool = False
     lease_interval_s: float = LEASE_INTERVAL_S
     takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
+    http_token_file: Path | None = None
+    http_insecure: bool = False
 
 
 class BatchSink(Protocol):
@@ -133,17 +136,18 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
-    if cfg.metrics_port is not None:
-        metrics.serve(cfg.metrics_host, cfg.metrics_port)
+    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, metrics, health,
+                     cfg.http_token_file, cfg.http_insecure)
     try:
-        failure = _run_locked(p, cfg, spark, metrics, health, input_partitions, changelog_partitions)
+        failure = _run_locked(p, cfg, spark, metrics, health, input_partitions, changelog_partitions, api)
     except Fenced:
         health.set(FENCED, "another instance took over the changelog")
         raise
     finally:
         if health.phase.name != FENCED:
             health.set(STOPPED)
-        metrics.stop_serving()
+        if api is not None:
+            api.stop()
     if failure:
         raise BrewError(f"the {p.name} query failed: {failure}; progress is kept, start it again to continue "
                         f"(Spark's log: {spark_log(cfg)})")
@@ -151,9 +155,10 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
 
 
 def _run_locked(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
-                input_partitions: list[int], changelog_partitions: list[int]) -> str | None:
+                input_partitions: list[int], changelog_partitions: list[int],
+                api: HttpApi | None = None) -> str | None:
     conn = cfg.conn
-    with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
+    with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store, serving(api, store):
         lease = Lease(conn, cfg.topics.instances, p.changelog_topic,
                       Holder.here(cfg.state_dir, cfg.instance, cfg.lease_interval_s),
                       cfg.lease_interval_s, cfg.takeover_timeout_s)
@@ -232,7 +237,7 @@ def _run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink
                  start.reason)
         committed = sink.seq
         query = _start_query(spark, p, cfg, sink, start)
-        health.set(ACTIVE)
+        health.set(ACTIVE, query_alive=_is_active(query))
         failure = _wait(query, sink)
         query.stop()
         if failure is None:
@@ -408,6 +413,11 @@ def failure_line(text: str) -> str:
                                          "An error occurred while calling")):
             return line[:400]
     return "unknown error"
+
+
+def _is_active(query: StreamingQuery) -> Callable[[], bool]:
+    """For the probes: whether this query still runs (asked from the HTTP server's threads)."""
+    return lambda: bool(query.isActive)
 
 
 def _is_data_loss(failure: str) -> bool:
