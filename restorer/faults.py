@@ -19,17 +19,18 @@ ENV = "BREWSTREAM_FAULT"
 
 
 class FaultPlan:
-    def __init__(self, spec: str | None, kill: Callable[[], None]) -> None:
+    def __init__(self, spec: str | None, kill: Callable[[], None], points: tuple[str, ...] = POINTS) -> None:
         self.point: str | None = None
         self.at = 0
         if spec:
-            self.point, self.at = parse_fault(spec)
+            self.point, self.at = parse_fault(spec, points)
         self._seen = 0
         self._kill = kill
 
     @classmethod
-    def from_env(cls, kill: Callable[[], None]) -> FaultPlan:
-        return cls(os.environ.get(ENV), kill)
+    def from_env(cls, kill: Callable[[], None], points: tuple[str, ...] = POINTS) -> FaultPlan:
+        """``points``: the ones this process has (another command, e.g. a DLQ replay, has its own)."""
+        return cls(os.environ.get(ENV), kill, points)
 
     def reached(self, point: str) -> None:
         if point != self.point:
@@ -40,10 +41,10 @@ class FaultPlan:
             self._kill()
 
 
-def parse_fault(spec: str) -> tuple[str, int]:
+def parse_fault(spec: str, points: tuple[str, ...] = POINTS) -> tuple[str, int]:
     point, _, nth = spec.partition("@")
-    if point not in POINTS:
-        raise ValueError(f"unknown fault point {point!r}; one of {', '.join(POINTS)}")
+    if point not in points:
+        raise ValueError(f"unknown fault point {point!r}; one of {', '.join(points)}")
     return point, int(nth) if nth else 1
 
 

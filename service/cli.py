@@ -493,6 +493,111 @@ def drill_disk_loss(**kw: Any) -> int:
     return _drill("disk-loss", **kw)
 
 
+# ---------------------------------------------------------------- dlq
+
+@cli.group(context_settings=CONTEXT)
+def dlq() -> None:
+    """Work the dead-letter queue (brew.orders.dlq): inspect, export for repair, replay."""
+
+
+class Since(click.ParamType):
+    name = "when"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        import time
+
+        from service.dlq_read import parse_since
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_since(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def dlq_options(fn: F) -> F:
+    for opt in reversed([
+        kafka_options,
+        topic_prefix_option,
+        click.option("--reason", default=None,
+                     help="Only records whose reason contains this text (any case).  [default: all]"),
+        click.option("--since", "since_ms", type=Since(), default=None,
+                     help="Only records from this time on: a duration back from now (30m, 2h) or a time such "
+                          "as 2026-11-23T10:00:00Z.  [default: all]"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@dlq.command("show", context_settings=CONTEXT)
+@dlq_options
+@click.option("--samples", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Records shown per reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, samples: int,
+             as_json: bool) -> None:
+    """DLQ records grouped by reason: counts, time span, how many were replayed, samples."""
+    import orjson
+
+    from service.dlq_read import Selection, read_dlq
+    from service.dlq_replay import read_ledger
+    from service.dlq_show import summarize, summary_json, summary_text
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    t, selection = Topics(topic_prefix), Selection(reason, since_ms)
+    records = (r for r in read_dlq(conn, t.dlq, selection.since_ms) if selection.wants(r))
+    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays), samples)
+    click.echo(orjson.dumps(summary_json(summary)).decode() if as_json else summary_text(summary))
+
+
+@dlq.command("export", context_settings=CONTEXT)
+@dlq_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the JSON lines to this file.  [default: stdout]")
+def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None,
+               out: Path | None) -> None:
+    """DLQ records as JSON lines (source topic, partition and offset, reason, key, value) to repair
+    with any tool; feed a repaired file back with `seed-orders --file`."""
+    from service.dlq_export import export
+    from service.dlq_read import Selection
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    dlq_topic = Topics(topic_prefix).dlq
+    if out is None:
+        result = export(conn, dlq_topic, Selection(reason, since_ms), sys.stdout.buffer.write)
+        sys.stdout.flush()
+    else:
+        with open(out, "wb") as fh:
+            result = export(conn, dlq_topic, Selection(reason, since_ms), fh.write)
+    click.echo(result.summary(str(out) if out else "stdout"), err=True)
+
+
+@dlq.command("replay", context_settings=CONTEXT)
+@dlq_options
+@click.option("--dry-run", is_flag=True, help="List what would be replayed; send nothing.")
+@click.option("--batch", type=click.IntRange(1, 100_000), default=500, show_default=True,
+              help="Records per Kafka transaction.")
+def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, dry_run: bool,
+               batch: int) -> None:
+    """Send selected DLQ records back to their input topic (bytes and key untouched), each exactly
+    once even if interrupted and run again: for failures that were a rule or an upstream bug
+    since fixed. A record still bad lands in the DLQ again."""
+    from restorer.faults import FaultPlan, kill_process_and
+    from service.dlq_read import Selection
+    from service.dlq_replay import POINTS, replay
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    faults = FaultPlan.from_env(kill_process_and(None), POINTS)
+    result = replay(conn, Topics(topic_prefix), Selection(reason, since_ms), dry_run, batch, faults)
+    for line in result.planned:
+        click.echo(f"  {line}")
+    click.echo(result.summary(dry_run))
+
+
 # ---------------------------------------------------------------- board
 
 cli.add_command(board_cmd)
