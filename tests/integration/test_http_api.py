@@ -158,3 +158,43 @@ def test_readyz_is_false_during_a_forced_restore_and_true_after(pipe: Pipeline, 
         poller.stop()
         if daemon.poll() is None:
             daemon.kill()
+
+
+def test_the_windows_api_answers_the_open_windows_of_the_running_daemon(pipe: Pipeline, tmp_path: Path) -> None:
+    from service.windows.state import decode_windows_state
+    from tests.integration.test_windows import at, iso, send
+
+    port, log, state = free_port(), tmp_path / "daemon.log", tmp_path / "s"
+    daemon = pipe.spawn("windows", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "c"),
+                        "--from", "earliest", "--session-gap", "30s", "--watermark-delay", "0",
+                        "--http-port", str(port), log=log)
+    s = 10**9
+    try:
+        wait_until(lambda: get(port, "/readyz")[0] == 200, 240, "/readyz to say ready",
+                   give_up=daemon_alive(daemon, log))
+        # Three sessions, all open: the watermark (the latest event time, delay 0) is before their ends.
+        base = at("10:00")
+        send(pipe, [("a", base), ("b", base + 5 * s), ("a", base + 20 * s), ("c", base + 25 * s)])
+        every = wait_until(lambda: (doc := get_json(port, "/api/windows")) and len(doc["windows"]) == 3 and doc,
+                           120, "three open sessions", give_up=daemon_alive(daemon, log))
+        assert every["watermark"] == iso(base + 25 * s)
+        assert every["offsets"] == {pipe.topics.events: {"0": 4, "1": 0, "2": 0}}
+        assert [(w["key"], w["start"], w["end"], w["count"]) for w in every["windows"]] == [
+            ("a", iso(base), iso(base + 50 * s), 2), ("b", iso(base + 5 * s), iso(base + 35 * s), 1),
+            ("c", iso(base + 25 * s), iso(base + 55 * s), 1)]
+        one = get_json(port, f"/api/windows?key=a&from={iso(base)}")
+        assert one is not None and [w["key"] for w in one["windows"]] == ["a"] and one["seq"] == every["seq"]
+        later = get_json(port, f"/api/windows?from={(base + 51 * s) // s}")  # unix seconds work too
+        assert later is not None and [w["key"] for w in later["windows"]] == ["c"]
+        assert get(port, "/api/windows?from=2026-11-22T10:00:00")[0] == 400  # a time without its zone
+        assert get(port, "/api/counts")[0] == 404  # the windows store has no drink counts
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0
+        from restorer.store import Store
+
+        with Store(state / "store", read_only=True) as store:
+            stored = decode_windows_state(store.items())
+        assert sorted((w.key, w.count) for w in stored.windows.values()) == [("a", 2), ("b", 1), ("c", 1)]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
