@@ -548,7 +548,7 @@ def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since
     require_broker(conn)
     t, selection = Topics(topic_prefix), Selection(reason, since_ms)
     records = (r for r in read_dlq(conn, t.dlq, selection.since_ms) if selection.wants(r))
-    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays), samples)
+    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays, missing_ok=True), samples)
     click.echo(orjson.dumps(summary_json(summary)).decode() if as_json else summary_text(summary))
 
 

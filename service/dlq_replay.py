@@ -35,13 +35,16 @@ from topics.catalog import Topics
 from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, max_record_bytes, partitions_of
+from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, topic_exists
 from topics.records import headers_of, produce_waiting, read_at, read_from
 
 log = logging.getLogger("brewstream")
 
 POINTS = ("replay-mid-transaction", "replay-after-commit")
-TXN_TIMEOUT_S = 60.0
+TXN_TIMEOUT_S = 60.0  # for each call on the transaction
+# A transaction stays open while the next records are read back from their source topics,
+# which may take a while for big ones; the broker allows up to 15 minutes by default.
+TXN_OPEN_S = 300.0
 DEFAULT_BATCH = 500
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -72,8 +75,11 @@ class ReplayResult:
             (f"; skipped {skipped}" if skipped else "")
 
 
-def read_ledger(conn: KafkaConnection, ledger_topic: str) -> set[str]:
-    """The sources every committed replay sent back."""
+def read_ledger(conn: KafkaConnection, ledger_topic: str, missing_ok: bool = False) -> set[str]:
+    """The sources every committed replay sent back (none when ``missing_ok`` and the ledger
+    topic was never created: nothing was ever replayed)."""
+    if missing_ok and not topic_exists(conn, ledger_topic):
+        return set()
     return {(msg.key() or b"").decode("utf-8", "replace") for msg in read_from(conn, ledger_topic) if msg.key()}
 
 
@@ -152,7 +158,7 @@ class Sender:
         self._failures: list[str] = []
         self._producer = conn.producer({
             "transactional.id": transactional_id(ledger_topic),
-            "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
+            "transaction.timeout.ms": int(TXN_OPEN_S * 1000),
             "linger.ms": 5,
             "message.max.bytes": max(1_000_000, min(record_bytes + 4096, 1_000_000_000)),
         })

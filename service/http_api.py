@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import orjson
 from prometheus_client import Gauge
@@ -234,16 +235,18 @@ class _Handler(BaseHTTPRequestHandler):
                        extra=[("WWW-Authenticate", 'Bearer realm="brewstream"')])
             return
         if route is None:
-            self._metrics()
+            self._metrics(query)
             return
         status, doc = api.answer(route, query)
         self._send(status, orjson.dumps(doc) + b"\n", "application/json")
 
-    def _metrics(self) -> None:
-        # The same negotiation as prometheus_client's own server: OpenMetrics when asked
-        # for, gzip when accepted.
+    def _metrics(self, query: str) -> None:
+        # As prometheus_client's own server did: OpenMetrics when asked for, gzip when
+        # accepted, only some families with ?name[]=…
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-        body = encoder(self.server.api.metrics.registry)
+        registry = self.server.api.metrics.registry
+        names = parse_qs(query).get("name[]")
+        body = encoder(registry.restricted_registry(names) if names else registry)
         extra = []
         if "gzip" in self.headers.get("Accept-Encoding", ""):
             body, extra = gzip.compress(body), [("Content-Encoding", "gzip")]

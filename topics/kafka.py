@@ -115,6 +115,15 @@ def partitions_of(conn: KafkaConnection, topic: str, timeout: float = METADATA_T
     return sorted(info.partitions)
 
 
+def topic_exists(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> bool:
+    try:
+        meta = conn.admin().list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+    info = meta.topics.get(topic)
+    return info is not None and info.error is None and bool(info.partitions)
+
+
 def end_offsets(
     consumer: Consumer, topic: str, partitions: list[int], timeout: float = METADATA_TIMEOUT_S
 ) -> dict[int, tuple[int, int]]:

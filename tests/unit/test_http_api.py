@@ -120,6 +120,8 @@ def test_metrics_are_served_as_before() -> None:
         assert code == 200
         assert samples[("brewstream_role", (("pipeline", "drink-count"), ("role", "starting")))] == 1
         assert samples[("brewstream_batches_total", (("pipeline", "drink-count"),))] == 0
+        code, only = get(api, "/metrics?name[]=brewstream_role")
+        assert code == 200 and {f.name for f in text_string_to_metric_families(only)} == {"brewstream_role"}
     finally:
         api.stop()
 
