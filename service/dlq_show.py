@@ -64,7 +64,8 @@ def _ordered(summary: Summary) -> list[Group]:
 
 def sample_json(r: DlqRecord) -> dict[str, object]:
     return {"source": r.source, "dlq": f"{r.dlq_partition}:{r.dlq_offset}", "timestamp": utc_iso(r.timestamp_ms / 1000),
-            "reason": r.reason, "key": preview(r.key), "value": preview(r.value, 200),
+            "reason": r.reason, "key": None if r.key is None else preview(r.key),
+            "value": None if r.value is None else preview(r.value, 200),
             "whole": r.whole, **({"original_size": r.original_size} if r.original_size is not None else {})}
 
 
