@@ -107,11 +107,13 @@ def replay(conn: KafkaConnection, topics: Topics, selection: Selection, dry_run:
             if not selection.wants(record):
                 continue
             result.selected += 1
+            if isinstance(record, NotDlq):
+                result.skipped[NOT_OURS] += 1
+                continue
             why = _skip(record, done, inputs)
             if why is not None:
                 result.skipped[why] += 1
                 continue
-            assert isinstance(record, DlqRecord)
             done.add(record.source)  # the same source twice in the DLQ goes back once
             if record.whole and record.source_topic != topics.events:
                 emit(record, record.key, record.value, [])
@@ -132,9 +134,7 @@ def replay(conn: KafkaConnection, topics: Topics, selection: Selection, dry_run:
     return result
 
 
-def _skip(record: DlqRecord | NotDlq, done: set[str], inputs: dict[str, list[int]]) -> str | None:
-    if isinstance(record, NotDlq):
-        return NOT_OURS
+def _skip(record: DlqRecord, done: set[str], inputs: dict[str, list[int]]) -> str | None:
     if record.source in done:
         return ALREADY
     if record.source_topic not in inputs:
