@@ -41,22 +41,23 @@ def file_records(path: Path) -> Iterable[Record]:
     holds: its key and value, and a ``dlq-source`` header naming the original. The whole
     file is checked first, so a line that cannot go back in stops it before anything is sent.
     """
-    for _ in _lines(path, check=True):
-        pass
-    yield from _lines(path, check=False)
+    if path.is_file():  # a pipe can be read only once: its lines are checked as they come
+        for _ in _lines(path, emit=False):
+            pass
+    yield from _lines(path, emit=True)
 
 
-def _lines(path: Path, check: bool) -> Iterator[Record]:
+def _lines(path: Path, emit: bool) -> Iterator[Record]:
     with open(path, "rb") as fh:
         for n, line in enumerate(fh, start=1):
             value = line[:-1] if line.endswith(b"\n") else line
             try:
                 exported = decode_line(value)
-                if exported is not None and check:
+                if exported is not None:
                     _check_exported(exported)
             except BadExportLine as exc:
                 raise BrewError(f"line {n} of {path} is a DLQ export line that cannot go back in: {exc}") from None
-            if check:
+            if not emit:
                 continue
             if exported is None:
                 yield _key_of(value), value
