@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
 
-.PHONY: install run test lint unit sandbox-up sandbox-down clean bench events windows
+.PHONY: install run test lint unit sandbox-up sandbox-down clean bench events windows prometheus
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
 
@@ -50,12 +50,17 @@ windows: install
 	$(BREW) topics create
 	$(BREW) windows
 
-test: install lint
+test: install lint prometheus
 	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-unit: install
+unit: install prometheus
 	$(VENV)/bin/pytest -m "not spark" tests/unit $(PYTEST_ARGS)
+
+# promtool (the alert rules' unit tests) and a prometheus binary the suite starts itself on
+# a free port; the package's own service is never used.
+prometheus:
+	command -v promtool >/dev/null && command -v prometheus >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q --no-install-recommends prometheus; }
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check service restorer topics sandbox tests bench tools

@@ -25,20 +25,23 @@ FILE_ENV = "BREWSTREAM_FAULT_FILE"
 
 
 class FaultPlan:
-    def __init__(self, spec: str | None, kill: Callable[[], None], spec_file: Path | None = None) -> None:
+    def __init__(self, spec: str | None, kill: Callable[[], None], spec_file: Path | None = None,
+                 points: tuple[str, ...] = POINTS) -> None:
         self.point: str | None = None
         self.at = 0
         if spec:
-            self.point, self.at = parse_fault(spec)
+            self.point, self.at = parse_fault(spec, points)
         self._seen = 0
         self._kill = kill
         self._file = spec_file
         self._file_spec = ""
+        self._points = points
 
     @classmethod
-    def from_env(cls, kill: Callable[[], None]) -> FaultPlan:
+    def from_env(cls, kill: Callable[[], None], points: tuple[str, ...] = POINTS) -> FaultPlan:
+        """``points``: the ones this process has (another command, e.g. a DLQ replay, has its own)."""
         spec_file = os.environ.get(FILE_ENV)
-        return cls(os.environ.get(ENV), kill, Path(spec_file) if spec_file else None)
+        return cls(os.environ.get(ENV), kill, Path(spec_file) if spec_file else None, points)
 
     def reached(self, point: str) -> None:
         if self._file is not None:
@@ -59,14 +62,14 @@ class FaultPlan:
             return
         if spec and spec != self._file_spec:
             self._file_spec = spec
-            self.point, self.at = parse_fault(spec)
+            self.point, self.at = parse_fault(spec, self._points)
             self._seen = 0
 
 
-def parse_fault(spec: str) -> tuple[str, int]:
+def parse_fault(spec: str, points: tuple[str, ...] = POINTS) -> tuple[str, int]:
     point, _, nth = spec.partition("@")
-    if point not in POINTS:
-        raise ValueError(f"unknown fault point {point!r}; one of {', '.join(POINTS)}")
+    if point not in points:
+        raise ValueError(f"unknown fault point {point!r}; one of {', '.join(points)}")
     return point, int(nth) if nth else 1
 
 

@@ -21,6 +21,8 @@ from topics.kafka import KafkaConnection, require_broker, show_client_logs
 
 
 @click.group(context_settings=CONTEXT)
+@click.version_option(package_name="brewstream", prog_name="brewstream", message="%(prog)s %(version)s",
+                      help="Print the version and exit.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True, help="Log level of brewstream's own messages.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -225,10 +227,17 @@ def pipeline_options(name: str) -> Callable[[F], F]:
             click.option("--takeover-timeout", "takeover_timeout_s", type=DURATION,
                          default=format_duration(TAKEOVER_TIMEOUT_S), show_default=True,
                          help="Silence after which another instance's lease counts as lapsed."),
-            click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-                         help="Serve Prometheus metrics on this port.  [default: off]"),
-            click.option("--metrics-host", default="127.0.0.1", show_default=True,
-                         help="Address the metrics server binds to."),
+            click.option("--http-port", "--metrics-port", "metrics_port", type=click.IntRange(1, 65535),
+                         default=None, help="Serve /metrics, /healthz, /readyz and the store's JSON API (/api/…) "
+                                            "on this port.  [default: off]"),
+            click.option("--http-host", "--metrics-host", "metrics_host", default="127.0.0.1", show_default=True,
+                         help="Address the HTTP server binds to; beyond loopback it needs --http-token-file "
+                              "or --http-insecure."),
+            click.option("--http-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                         default=None, help="File holding a bearer token that /metrics and /api/… ask for "
+                                            "(the probes stay open).  [default: no token]"),
+            click.option("--http-insecure", is_flag=True,
+                         help="Serve beyond loopback without a token."),
         ]):
             fn = opt(fn)
         return fn
@@ -237,18 +246,24 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
                max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
-               instance: str | None, metrics_port: int | None, metrics_host: str, max_name_bytes: int,
-               accept_changelog_loss: bool, accept_input_loss: bool, standby: bool, lease_interval_s: float,
-               takeover_timeout_s: float) -> Any:
+               instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
+               http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
+               standby: bool, lease_interval_s: float, takeover_timeout_s: float) -> Any:
+    from service.http_api import bind_problem
     from service.runner import RunConfig
     from topics.catalog import Topics
 
     if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
         raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
-    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
-                     available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
-                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s,
-                     standby)
+    problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
+    if metrics_port is not None and problem:
+        raise click.BadParameter(problem)
+    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger, available_now, master,
+                     auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
+                     max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
+                     accept_input_loss=accept_input_loss, lease_interval_s=lease_interval_s,
+                     takeover_timeout_s=takeover_timeout_s, standby=standby, http_token_file=http_token_file,
+                     http_insecure=http_insecure)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -508,6 +523,111 @@ def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, ma
 def drill_disk_loss(**kw: Any) -> int:
     """Like kill9, and delete the state dir and/or checkpoint before restarts; exit 3 unless exact."""
     return _drill("disk-loss", **kw)
+
+
+# ---------------------------------------------------------------- dlq
+
+@cli.group(context_settings=CONTEXT)
+def dlq() -> None:
+    """Work the dead-letter queue (brew.orders.dlq): inspect, export for repair, replay."""
+
+
+class Since(click.ParamType):
+    name = "when"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        import time
+
+        from service.dlq_read import parse_since
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_since(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def dlq_options(fn: F) -> F:
+    for opt in reversed([
+        kafka_options,
+        topic_prefix_option,
+        click.option("--reason", default=None,
+                     help="Only records whose reason contains this text (any case).  [default: all]"),
+        click.option("--since", "since_ms", type=Since(), default=None,
+                     help="Only records from this time on: a duration back from now (30m, 2h) or a time such "
+                          "as 2026-11-23T10:00:00Z.  [default: all]"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@dlq.command("show", context_settings=CONTEXT)
+@dlq_options
+@click.option("--samples", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Records shown per reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, samples: int,
+             as_json: bool) -> None:
+    """DLQ records grouped by reason: counts, time span, how many were replayed, samples."""
+    import orjson
+
+    from service.dlq_read import Selection, read_dlq
+    from service.dlq_replay import read_ledger
+    from service.dlq_show import summarize, summary_json, summary_text
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    t, selection = Topics(topic_prefix), Selection(reason, since_ms)
+    records = (r for r in read_dlq(conn, t.dlq, selection.since_ms) if selection.wants(r))
+    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays, missing_ok=True), samples)
+    click.echo(orjson.dumps(summary_json(summary)).decode() if as_json else summary_text(summary))
+
+
+@dlq.command("export", context_settings=CONTEXT)
+@dlq_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the JSON lines to this file.  [default: stdout]")
+def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None,
+               out: Path | None) -> None:
+    """DLQ records as JSON lines (source topic, partition and offset, reason, key, value) to repair
+    with any tool; feed a repaired file back with `seed-orders --file`."""
+    from service.dlq_export import export
+    from service.dlq_read import Selection
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    dlq_topic = Topics(topic_prefix).dlq
+    if out is None:
+        result = export(conn, dlq_topic, Selection(reason, since_ms), sys.stdout.buffer.write)
+        sys.stdout.flush()
+    else:
+        with open(out, "wb") as fh:
+            result = export(conn, dlq_topic, Selection(reason, since_ms), fh.write)
+    click.echo(result.summary(str(out) if out else "stdout"), err=True)
+
+
+@dlq.command("replay", context_settings=CONTEXT)
+@dlq_options
+@click.option("--dry-run", is_flag=True, help="List what would be replayed; send nothing.")
+@click.option("--batch", type=click.IntRange(1, 100_000), default=500, show_default=True,
+              help="Records per Kafka transaction.")
+def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, dry_run: bool,
+               batch: int) -> None:
+    """Send selected DLQ records back to their input topic (bytes and key untouched), each exactly
+    once even if interrupted and run again: for failures that were a rule or an upstream bug
+    since fixed. A record still bad lands in the DLQ again."""
+    from restorer.faults import FaultPlan, kill_process_and
+    from service.dlq_read import Selection
+    from service.dlq_replay import POINTS, replay
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    faults = FaultPlan.from_env(kill_process_and(None), POINTS)
+    result = replay(conn, Topics(topic_prefix), Selection(reason, since_ms), dry_run, batch, faults)
+    for line in result.planned:
+        click.echo(f"  {line}")
+    click.echo(result.summary(dry_run))
 
 
 # ---------------------------------------------------------------- board

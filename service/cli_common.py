@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
 
@@ -20,7 +21,13 @@ def kafka_options(fn: F) -> F:
     """--bootstrap and --kafka-config; the command receives the connection as ``conn``."""
     @functools.wraps(fn)
     def with_connection(*args: Any, bootstrap: str, kafka_config: Path | None, **kwargs: Any) -> Any:
-        return fn(*args, conn=KafkaConnection.from_file(bootstrap, kafka_config), **kwargs)
+        # Only a --bootstrap the user gave competes with the file's bootstrap.servers; the
+        # default gives way to it.
+        source = click.get_current_context().get_parameter_source("bootstrap")
+        given = {ParameterSource.COMMANDLINE: "--bootstrap", ParameterSource.ENVIRONMENT: "KAFKA_BOOTSTRAP"}
+        given_as = given.get(source) if source is not None else None
+        conn = KafkaConnection.from_file(bootstrap if given_as else None, kafka_config, given_as or "--bootstrap")
+        return fn(*args, conn=conn, **kwargs)
 
     wrapped = click.option(
         "--kafka-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -30,7 +37,8 @@ def kafka_options(fn: F) -> F:
     )(with_connection)
     wrapped = click.option(
         "--bootstrap", envvar="KAFKA_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
-        show_envvar=True, help="Kafka bootstrap servers (host:port[,host:port…]).",
+        show_envvar=True, help="Kafka bootstrap servers (host:port[,host:port…]); when not given, the "
+                               "--kafka-config file's bootstrap.servers, if it sets one.",
     )(wrapped)
     return cast(F, wrapped)
 

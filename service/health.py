@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger("brewstream")
 
@@ -32,11 +32,47 @@ class Phase:
     name: str
     reason: str
     since: float  # unix seconds
+    # Asked on every probe of an active instance: does its streaming query still run? A
+    # query can die while the phase still says active (the runner is deciding whether to
+    # start it again), and a probe must not call that ready.
+    query_alive: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def query_running(self) -> bool:
+        if self.query_alive is None:
+            return True
+        try:
+            return bool(self.query_alive())
+        except Exception:  # Spark's gateway is gone (shutting down): not running
+            return False
 
     @property
     def ready(self) -> bool:
-        """Serving: active, or a standby that is following its changelog."""
-        return self.name in (ACTIVE, STANDBY)
+        """Serving: active with its query running, or a standby that is following its changelog."""
+        return (self.name == ACTIVE and self.query_running) or self.name == STANDBY
+
+    def describe(self) -> str:
+        return self.name + (f" ({self.reason})" if self.reason else "")
+
+
+def liveness(phase: Phase) -> tuple[bool, str]:
+    """For /healthz: is this process worth keeping? A restart cannot help a restore or a
+    standby, so both are alive; a fenced or stopped instance, or an active one whose query
+    died, is not."""
+    if phase.name in (FENCED, STOPPED):
+        return False, f"not alive: {phase.describe()}"
+    if phase.name == ACTIVE and not phase.query_running:
+        return False, "not alive: active, but its streaming query is not running"
+    return True, f"alive: {phase.describe()}"
+
+
+def readiness(phase: Phase) -> tuple[bool, str]:
+    """For /readyz: should traffic (queries of the store, a load balancer) come here?"""
+    if phase.ready:
+        return True, f"ready: {phase.describe()}"
+    if phase.name == ACTIVE:
+        return False, "not ready: active, but its streaming query is not running"
+    return False, f"not ready: {phase.describe()}"
 
 
 class Health:
@@ -54,13 +90,13 @@ class Health:
         self._listeners.append(listener)
         listener(self.phase)
 
-    def set(self, name: str, reason: str = "") -> None:
+    def set(self, name: str, reason: str = "", query_alive: Callable[[], bool] | None = None) -> None:
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}")
         with self._lock:
-            if self._phase.name == name and self._phase.reason == reason:
+            if (self._phase.name, self._phase.reason, self._phase.query_alive) == (name, reason, query_alive):
                 return
-            self._phase = Phase(name, reason, time.time())
+            self._phase = Phase(name, reason, time.time(), query_alive)
             phase = self._phase
         log.info(ROLE_LINE, name, f" ({reason})" if reason else "")
         for listener in self._listeners:

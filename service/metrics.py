@@ -1,4 +1,4 @@
-"""Prometheus metrics of a running pipeline, served on --metrics-port when asked.
+"""Prometheus metrics of a running pipeline, served on --http-port when asked (``service.http_api``).
 
 Batch counters and durations come from the sinks' batch reports; gauges that need a
 look outside the batch path (input lag, store size) are refreshed every two seconds on
@@ -13,16 +13,14 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from restorer.store import Store
 from service.health import PHASES, Phase
 from service.periodic import Every
 from service.status import input_lag
-from topics.errors import BrewError
 from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 log = logging.getLogger(__name__)
@@ -79,7 +77,6 @@ class Metrics:
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")
         self.window_results = counter("brewstream_window_results", "Window results emitted", ("emit",))
         self._last_batch = math.nan
-        self._server: Any = None
         self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)
         # Series without more labels exist from the start, so a scrape shows zeros, not gaps.
         for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
@@ -89,20 +86,6 @@ class Metrics:
     def phase_changed(self, phase: Phase) -> None:
         for name in PHASES:
             self.role.labels(self.pipeline, name).set(1 if name == phase.name else 0)
-
-    def serve(self, host: str, port: int) -> None:
-        try:
-            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
-        except OSError as exc:
-            raise BrewError(f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
-                            "pick another --metrics-port") from None
-        log.info("metrics on http://%s:%d/metrics", host, port)
-
-    def stop_serving(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def batch_committed(self, at: float, records: int, bad_reasons: Mapping[str, int], changelog_records: int,
                         phases: Mapping[str, float]) -> None:

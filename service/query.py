@@ -40,7 +40,7 @@ QUERY_RESTARTS = 3
 
 def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink, store: Store,
               changelog: ChangelogWriter, metrics: Metrics, input_partitions: list[int], stop: threading.Event,
-              lost: Callable[[], str | None], on_started: Callable[[], None]) -> str | None:
+              lost: Callable[[], str | None], on_started: Callable[[StreamingQuery], None]) -> str | None:
     """Start the query and wait for it, until ``stop`` or an available-now run's end; start
     it again from the store's offsets where a restart can help. ``lost`` says why this
     instance no longer holds the lease (its sink is then fenced)."""
@@ -50,7 +50,7 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
                  start.reason)
         committed = sink.seq
         query = start_query(spark, p, cfg, sink, start)
-        on_started()
+        on_started(query)
         failure = wait(query, sink, stop, lost)
         stop_quietly(query.stop)
         if failure is None:

@@ -33,6 +33,7 @@ from restorer.integrity import RESTORE, plan_start
 from restorer.reader import ValueCheck, apply_changelog, check_count, new_reader, store_facts, view_changelog
 from restorer.store import StateDir, Store
 from service.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
+from service.http_api import serve_http, serving
 from service.input_guard import check_input, pin_latest
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Lease
 from service.limits import MAX_NAME_BYTES
@@ -47,6 +48,7 @@ from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, requi
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
 
@@ -77,6 +79,8 @@ class RunConfig:
     lease_interval_s: float = LEASE_INTERVAL_S
     takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
     standby: bool = False
+    http_token_file: Path | None = None
+    http_insecure: bool = False
 
 
 class BatchSink(Protocol):
@@ -133,13 +137,14 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
-    if cfg.metrics_port is not None:
-        metrics.serve(cfg.metrics_host, cfg.metrics_port)
+    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, metrics, health,
+                     cfg.http_token_file, cfg.http_insecure)
     try:
-        with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store:
+        with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store, serving(api, store):
             return Daemon(p, cfg, spark, metrics, health, store, input_partitions, changelog_partitions).run()
     finally:
-        metrics.stop_serving()
+        if api is not None:
+            api.stop()
 
 
 class Daemon:
@@ -271,8 +276,9 @@ class Daemon:
                 self.metrics.last_batch_at(last / 1000)
             reporter.start()
 
-            def active() -> None:
-                health.set(ACTIVE)
+            def active(query: StreamingQuery) -> None:
+                # The probes ask the query itself: it can die while the phase still says active.
+                health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
                 if took_over is not None and took_over.holder is not None:
                     log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
 

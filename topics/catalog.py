@@ -13,6 +13,7 @@ LATE_EVENTS = "brew.order-events.late"
 WINDOWS = "brew.order-windows"
 WINDOWS_CHANGELOG = "brew.order-windows-changelog"
 INSTANCES = "brew.instances"
+DLQ_REPLAYS = "brew.orders.dlq-replays"
 
 # Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
 # roll every minute and any dirt makes a segment cleanable. Production clusters want
@@ -47,6 +48,8 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(WINDOWS, "closed windows"),
     TopicSpec(WINDOWS_CHANGELOG, "window state changelog", COMPACTED),
     TopicSpec(INSTANCES, "which instance writes each changelog (leases)", LEASES, partitions=1),
+    # `brewstream dlq replay`'s ledger: one record per DLQ record sent back, keyed by its source.
+    TopicSpec(DLQ_REPLAYS, "DLQ records replayed (the replay ledger)", COMPACTED, partitions=1),
 )
 
 
@@ -92,6 +95,10 @@ class Topics:
     @property
     def instances(self) -> str:
         return self.prefix + INSTANCES
+
+    @property
+    def dlq_replays(self) -> str:
+        return self.prefix + DLQ_REPLAYS
 
     def of_store(self, store: str) -> tuple[str, str]:
         """(input topic, changelog topic) of the ``drink-count`` or ``windows`` store."""

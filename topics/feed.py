@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import orjson
 from confluent_kafka import KafkaError, Message
 
 from topics.catalog import ORDERS
+from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_line
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, partitions_of
 from topics.orders_gen import OrderGenerator
@@ -34,11 +35,43 @@ def generated_records(seed: int | None = None) -> Iterable[Record]:
 
 
 def file_records(path: Path) -> Iterable[Record]:
-    """One record per line, bytes untouched (malformed lines included, for DLQ tests)."""
+    """One record per line, bytes untouched (malformed lines included, for DLQ tests).
+
+    A line of ``brewstream dlq export`` (repaired or not) is produced as the record it
+    holds: its key and value, and a ``dlq-source`` header naming the original. The whole
+    file is checked first, so a line that cannot go back in stops it before anything is sent.
+    """
+    if path.is_file():  # a pipe can be read only once: its lines are checked as they come
+        for _ in _lines(path, emit=False):
+            pass
+    yield from _lines(path, emit=True)
+
+
+def _lines(path: Path, emit: bool) -> Iterator[Record]:
     with open(path, "rb") as fh:
-        for line in fh:
+        for n, line in enumerate(fh, start=1):
             value = line[:-1] if line.endswith(b"\n") else line
-            yield _key_of(value), value
+            try:
+                exported = decode_line(value)
+                if exported is not None:
+                    _check_exported(exported)
+            except BadExportLine as exc:
+                raise BrewError(f"line {n} of {path} is a DLQ export line that cannot go back in: {exc}") from None
+            if not emit:
+                continue
+            if exported is None:
+                yield _key_of(value), value
+            else:
+                yield exported.key, exported.value, [(SOURCE_HEADER, exported.source.encode())]
+
+
+def _check_exported(line: ExportLine) -> None:
+    if line.truncated:
+        raise BadExportLine("it holds only part of the record (cut to fit the DLQ, and the source no longer had "
+                            "the original); repair it whole or delete the line")
+    if not line.source_topic.endswith(ORDERS):
+        raise BadExportLine(f"it comes from {line.source_topic}, and seed-orders feeds orders; use "
+                            "`brewstream dlq replay` for it")
 
 
 def _key_of(value: bytes) -> bytes | None:

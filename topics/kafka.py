@@ -16,7 +16,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from topics.errors import BrewError
-from topics.kafka_config import java_options, librdkafka_properties, load_properties
+from topics.kafka_config import (
+    BOOTSTRAP_SERVERS,
+    choose_bootstrap,
+    java_options,
+    librdkafka_properties,
+    load_properties,
+)
 
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
@@ -47,10 +53,13 @@ class KafkaConnection:
     config_file: Path | None = None  # handed on to child processes (drills)
 
     @classmethod
-    def from_file(cls, bootstrap: str, config_file: Path | None) -> KafkaConnection:
-        if config_file is None:
-            return cls(bootstrap)
-        return cls(bootstrap, load_properties(config_file), config_file)
+    def from_file(cls, bootstrap: str | None, config_file: Path | None,
+                  given_as: str = "--bootstrap") -> KafkaConnection:
+        """``bootstrap`` None: not given, so the file's bootstrap.servers or the default."""
+        props = load_properties(config_file) if config_file is not None else {}
+        chosen = choose_bootstrap(bootstrap, given_as, props.pop(BOOTSTRAP_SERVERS, None), config_file,
+                                  DEFAULT_BOOTSTRAP)
+        return cls(chosen, props, config_file)
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {**_QUIET, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
@@ -104,6 +113,15 @@ def partitions_of(conn: KafkaConnection, topic: str, timeout: float = METADATA_T
     if info is None or info.error is not None or not info.partitions:
         raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
     return sorted(info.partitions)
+
+
+def topic_exists(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> bool:
+    try:
+        meta = conn.admin().list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(conn, exc) from None
+    info = meta.topics.get(topic)
+    return info is not None and info.error is None and bool(info.partitions)
 
 
 def end_offsets(

@@ -5,7 +5,12 @@ The file holds librdkafka properties (``security.protocol=SASL_SSL``,
 ``ssl.ca.location`` …). Every confluent-kafka client takes them as they are; Spark's
 source is a Java client, so the common security settings are translated to their Java
 names, and lines starting with ``java.`` go to Spark only (prefix removed) for
-anything without a translation. Values are never printed: messages name keys only.
+anything without a translation. Values are never printed: messages name keys only
+(``bootstrap.servers`` is an address, not a secret, and is named when it conflicts).
+
+Most users' ``client.properties`` also set ``bootstrap.servers``: it is used when no
+``--bootstrap`` (or ``KAFKA_BOOTSTRAP``) is given, and a given one that names other
+servers is refused rather than silently preferred (``choose_bootstrap``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from topics.errors import BrewError
 
 JAVA_PREFIX = "java."
+BOOTSTRAP_SERVERS = "bootstrap.servers"
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -37,9 +43,28 @@ def load_properties(path: Path) -> dict[str, str]:
         if sep < 0:
             raise BrewError(f"line {n} of {path} is not key=value")
         props[line[:sep].strip()] = line[sep + 1:].strip()
-    if "bootstrap.servers" in props:
-        raise BrewError(f"{path} sets bootstrap.servers; pass it with --bootstrap instead")
     return props
+
+
+def choose_bootstrap(given: str | None, given_as: str, from_file: str | None, path: Path | None,
+                     default: str) -> str:
+    """The bootstrap servers to use: the given ones (``--bootstrap`` or ``KAFKA_BOOTSTRAP``,
+    named by ``given_as``), else the file's ``bootstrap.servers``, else ``default``. Given
+    ones that name other servers than the file are an error naming both, since either
+    choice would surprise someone."""
+    if from_file is not None and not server_list(from_file):
+        raise BrewError(f"{path} sets an empty {BOOTSTRAP_SERVERS}")
+    if given is None:
+        return from_file if from_file is not None else default
+    if from_file is not None and server_list(given) != server_list(from_file):
+        raise BrewError(f"{given_as} {given} and {BOOTSTRAP_SERVERS}={from_file} in {path} name different "
+                        f"servers; drop one of them or make them agree")
+    return given
+
+
+def server_list(servers: str) -> frozenset[str]:
+    """``host:port`` entries, whatever their order, spacing or host case."""
+    return frozenset(s.strip().lower() for s in servers.split(",") if s.strip())
 
 
 def librdkafka_properties(props: dict[str, str]) -> dict[str, str]:

@@ -148,3 +148,59 @@ def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: lis
     for o in offsets[i:]:
         yield Fetched(partition, o, None)
     consumer.unassign()
+
+
+def read_from(conn: KafkaConnection, topic: str, since_ms: int | None = None,
+              timeout: float = FETCH_TIMEOUT_S) -> Iterator[Message]:
+    """Every committed record of ``topic`` from ``since_ms`` (broker or producer time; None:
+    the beginning) up to the end offsets it has when the read starts, partition by partition.
+
+    Records appended meanwhile are left for the next read, so a reader that feeds back into
+    the topic (a DLQ replay whose records fail again) always ends. Memory stays bounded like
+    ``read_at``'s.
+    """
+    consumer = conn.consumer({"isolation.level": "read_committed", "queued.max.messages.kbytes": 16 * 1024,
+                              "fetch.max.bytes": 16 * 1024 * 1024, "auto.offset.reset": "earliest"})
+    try:
+        meta = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S,
+                                                       cached=False)
+            start = low
+            if since_ms is not None:
+                found = consumer.offsets_for_times([TopicPartition(topic, p, since_ms)],
+                                                   timeout=METADATA_TIMEOUT_S)[0].offset
+                start = high if found < 0 else max(low, found)  # -1: nothing that recent
+            if start < high:
+                yield from _read_range(consumer, topic, p, start, high, timeout)
+    finally:
+        consumer.close()
+
+
+def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end: int,
+                timeout: float) -> Iterator[Message]:
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            # Under read_committed the last offsets may be transaction markers, never delivered.
+            if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
+                break
+            if time.monotonic() > deadline:
+                raise BrewError(f"reading {topic}[{partition}] did not reach offset {end} within {timeout:.0f}s")
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                break
+            raise BrewError(f"reading {topic}[{partition}] failed: {err.str()}")
+        deadline = time.monotonic() + timeout
+        if (msg.offset() or 0) >= end:
+            break
+        yield msg
+        if (msg.offset() or 0) >= end - 1:
+            break
+    consumer.unassign()

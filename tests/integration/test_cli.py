@@ -1,13 +1,16 @@
 """The command line: help everywhere, one-line errors, fast failure on a dead broker."""
 
+import os
+import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import yaml
 
 from service.cli import cli
-from tests.helpers import brew
+from tests.helpers import BREW, brew
 from topics.kafka import KafkaConnection
 
 
@@ -34,6 +37,9 @@ def test_every_command_has_help_with_defaults(path: list[str]) -> None:
     ["run", "--flush", "soon"],
     ["seed-orders", "--count", "-3"],
     ["nosuchcommand"],
+    ["run", "--http-port", "9464", "--http-host", "0.0.0.0"],  # beyond loopback without a token
+    ["dlq", "show", "--since", "yesterday"],
+    ["dlq", "replay", "--batch", "0"],
 ])
 def test_bad_flags_exit_non_zero_with_one_line(args: list[str]) -> None:
     proc = brew(KafkaConnection("127.0.0.1:1"), *args, timeout=60)
@@ -65,3 +71,38 @@ def test_docker_compose_is_valid_three_broker_kraft() -> None:
     for s in services.values():
         assert s["image"].startswith("apache/kafka:")
         assert s["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+
+
+def test_version() -> None:
+    proc = brew(KafkaConnection("127.0.0.1:1"), "--version", timeout=60)
+    assert proc.returncode == 0 and proc.stdout == f"brewstream {version('brewstream')}\n"
+
+
+def test_a_kafka_config_with_bootstrap_servers_is_used_as_people_write_it(kafka: KafkaConnection,
+                                                                         tmp_path: Path) -> None:
+    """client.properties with bootstrap.servers: used when neither --bootstrap nor
+    KAFKA_BOOTSTRAP is given; a given one that differs is refused in one line naming both."""
+    config = tmp_path / "client.properties"
+    config.write_text(f"# the cluster\nbootstrap.servers={kafka.bootstrap}\nclient.id=brew-test\n")
+    bare = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP", "BREWSTREAM_KAFKA_CONFIG")}
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([BREW, "topics", "describe", "--topic-prefix", "cfg.", *args], capture_output=True,
+                              text=True, timeout=60, env={**bare, **env})
+
+    from_file = run("--kafka-config", str(config))
+    assert from_file.returncode == 0, from_file.stderr
+    assert "cfg.brew.orders.v1  absent" in from_file.stdout
+    assert run("--kafka-config", str(config), "--bootstrap", kafka.bootstrap).returncode == 0
+    assert run(BREWSTREAM_KAFKA_CONFIG=str(config)).returncode == 0
+
+    for differing in (run("--kafka-config", str(config), "--bootstrap", "127.0.0.1:1"),
+                      run("--kafka-config", str(config), KAFKA_BOOTSTRAP="127.0.0.1:1")):
+        assert differing.returncode == 1
+        lines = differing.stderr.strip().splitlines()
+        assert len(lines) == 1 and "127.0.0.1:1" in lines[0] and f"bootstrap.servers={kafka.bootstrap}" in lines[0]
+        assert str(config) in lines[0]
+    assert "KAFKA_BOOTSTRAP 127.0.0.1:1" in run("--kafka-config", str(config), KAFKA_BOOTSTRAP="127.0.0.1:1").stderr
+    # Without the file's line nothing changes: the default, or what is given.
+    config.write_text("client.id=brew-test\n")
+    assert run("--kafka-config", str(config), KAFKA_BOOTSTRAP=kafka.bootstrap).returncode == 0

@@ -1,10 +1,13 @@
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection
-from topics.kafka_config import java_options, librdkafka_properties, load_properties
+from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
+from topics.kafka_config import choose_bootstrap, java_options, librdkafka_properties, load_properties
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -24,8 +27,6 @@ def test_bad_lines_name_the_line_not_the_value(tmp_path: Path) -> None:
     with pytest.raises(BrewError, match="line 2 of") as exc:
         load_properties(write(tmp_path, "a=1\nsupersecretvalue\n"))
     assert "supersecretvalue" not in str(exc.value)
-    with pytest.raises(BrewError, match="--bootstrap"):
-        load_properties(write(tmp_path, "bootstrap.servers=x:1\n"))
 
 
 def test_sasl_scram_and_ca_reach_the_java_client() -> None:
@@ -53,3 +54,74 @@ def test_connection_repr_hides_the_properties(tmp_path: Path) -> None:
     assert "hunter2" not in repr(conn)
     assert conn.config()["sasl.password"] == "hunter2"
     assert conn.spark_options()["kafka.bootstrap.servers"] == "h:1"
+
+
+# ---------------------------------------------------------------- bootstrap.servers in the file
+
+def test_a_file_with_bootstrap_servers_is_used_when_none_is_given(tmp_path: Path) -> None:
+    path = write(tmp_path, "bootstrap.servers=kafka-1:9092,kafka-2:9092\nsecurity.protocol=SASL_SSL\n")
+    conn = KafkaConnection.from_file(None, path)
+    assert conn.bootstrap == "kafka-1:9092,kafka-2:9092"
+    assert conn.config()["bootstrap.servers"] == "kafka-1:9092,kafka-2:9092"
+    assert conn.spark_options()["kafka.bootstrap.servers"] == "kafka-1:9092,kafka-2:9092"
+    assert "bootstrap.servers" not in conn.properties  # one source of truth: conn.bootstrap
+    # The same servers given again, in another order, agree with the file.
+    assert KafkaConnection.from_file("KAFKA-2:9092, kafka-1:9092", path).bootstrap == "KAFKA-2:9092, kafka-1:9092"
+
+
+def test_a_given_bootstrap_that_differs_from_the_file_names_both(tmp_path: Path) -> None:
+    path = write(tmp_path, "bootstrap.servers=kafka-1:9092\nsasl.password=hunter2\n")
+    with pytest.raises(BrewError) as exc:
+        KafkaConnection.from_file("localhost:19092", path, "KAFKA_BOOTSTRAP")
+    message = str(exc.value)
+    assert "KAFKA_BOOTSTRAP localhost:19092" in message and "bootstrap.servers=kafka-1:9092" in message
+    assert str(path) in message and "hunter2" not in message and "\n" not in message
+
+
+def test_without_either_the_default_is_used(tmp_path: Path) -> None:
+    assert KafkaConnection.from_file(None, write(tmp_path, "client.id=x\n")).bootstrap == DEFAULT_BOOTSTRAP
+    assert KafkaConnection.from_file(None, None).bootstrap == DEFAULT_BOOTSTRAP
+    with pytest.raises(BrewError, match=r"empty bootstrap\.servers"):
+        KafkaConnection.from_file(None, write(tmp_path, "bootstrap.servers= ,\n"))
+
+
+# Keys and values a properties line can hold: no separator in a key, no line break anywhere,
+# no surrounding blanks (they are stripped), and no comment character to start a key.
+_KEY = st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True)
+_VALUE = st.text(st.characters(blacklist_categories=["Cc", "Zl", "Zp", "Cs"],
+                               blacklist_characters="\x85\x1c\x1d\x1e"), max_size=30).map(str.strip)
+_SERVER = st.builds("{}:{}".format, st.from_regex(r"[a-z][a-z0-9.-]{0,15}", fullmatch=True),
+                    st.integers(1, 65535))
+_SERVERS = st.lists(_SERVER, min_size=1, max_size=4, unique=True)
+
+
+@given(props=st.dictionaries(_KEY, _VALUE, max_size=8), servers=st.none() | _SERVERS,
+       seps=st.lists(st.sampled_from(["=", " = ", ":", ": "]), min_size=9, max_size=9))
+def test_any_properties_file_reads_back_and_picks_its_bootstrap(props: dict[str, str], servers: list[str] | None,
+                                                                seps: list[str]) -> None:
+    if servers is not None:
+        props["bootstrap.servers"] = ",".join(servers)
+    else:
+        props.pop("bootstrap.servers", None)
+    text = "# generated\n" + "".join(f"{k}{sep}{v}\n" for (k, v), sep in zip(props.items(), seps, strict=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), text)
+        assert load_properties(path) == props
+        conn = KafkaConnection.from_file(None, path)
+    expected = ",".join(servers) if servers is not None else DEFAULT_BOOTSTRAP
+    assert conn.bootstrap == expected and conn.config()["bootstrap.servers"] == expected
+
+
+@given(given_servers=_SERVERS, file_servers=_SERVERS)
+def test_given_and_file_servers_agree_exactly_when_they_name_the_same_set(given_servers: list[str],
+                                                                          file_servers: list[str]) -> None:
+    given_text, file_text = ",".join(given_servers), ",".join(file_servers)
+    path = Path("client.properties")
+    if set(given_servers) == set(file_servers):
+        assert choose_bootstrap(given_text, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP) == given_text
+    else:
+        with pytest.raises(BrewError) as exc:
+            choose_bootstrap(given_text, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP)
+        assert f"--bootstrap {given_text}" in str(exc.value) and f"bootstrap.servers={file_text}" in str(exc.value)
+    assert choose_bootstrap(None, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP) == file_text
+    assert choose_bootstrap(given_text, "--bootstrap", None, None, DEFAULT_BOOTSTRAP) == given_text

@@ -1,0 +1,159 @@
+"""What the HTTP API answers from the committed store (pure): query parameters in, JSON
+documents out.
+
+Every answer is built from one decoded snapshot of the store (``Store.read_all`` or one
+scan, each under the store's lock, and every batch is one WriteBatch under the same
+lock), and names the batch it reflects: ``seq`` (the batch sequence, as in the log's
+``batch N (seq M)``), ``offsets`` (the next input offset per partition, as in
+``brewstream counts --json``) and ``last_batch``. A client can tell how fresh an answer
+is, and never sees half a batch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl
+
+from restorer.codec import BAD_ORDERS, LAST_BATCH_MS, StoreState
+from service.drink_count.topn import top_n
+from service.windows.output import iso
+from service.windows.state import WindowsState
+from topics.clock import utc_iso
+
+MAX_TOP = 10_000
+DEFAULT_TOP = 10
+MAX_PARAMS = 8
+_NS = 10**9
+# Unix seconds as a plain decimal number; anything else is read as an ISO 8601 time.
+_SECONDS = re.compile(r"-?\d{1,12}(\.\d{1,9})?")
+# What signed 64-bit nanoseconds hold (the windows store's times): about 1677..2262.
+_MIN_NS, _MAX_NS = -(2**63), 2**63 - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class BadQuery(ValueError):
+    """A query the API cannot answer; the message is the one-line reason for the 400."""
+
+
+def parse_params(query: str, allowed: tuple[str, ...]) -> dict[str, str]:
+    """The query string as name -> value: an unknown, repeated or malformed parameter is
+    refused rather than ignored, so a typo never silently widens an answer."""
+    if not query:
+        return {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True, max_num_fields=MAX_PARAMS,
+                          errors="strict")
+    except ValueError as exc:
+        raise BadQuery(f"malformed query string ({_short(str(exc))})") from None
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in allowed:
+            expected = ", ".join(allowed) if allowed else "none"
+            raise BadQuery(f"unknown parameter {_short(name)!r}; this path takes: {expected}")
+        if name in params:
+            raise BadQuery(f"parameter {name!r} is given more than once")
+        params[name] = value
+    return params
+
+
+def top_param(params: Mapping[str, str]) -> int:
+    raw = params.get("n")
+    if raw is None or raw == "":
+        return DEFAULT_TOP
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 1 <= int(raw) <= MAX_TOP):
+        raise BadQuery(f"n must be a whole number from 1 to {MAX_TOP}, not {_short(raw)!r}")
+    return int(raw)
+
+
+def time_param(params: Mapping[str, str], name: str) -> int | None:
+    """Unix nanoseconds from unix seconds (``1763892000``, ``1763892000.5``) or an ISO 8601
+    time with its zone (``2026-11-23T10:00:00Z``); None when absent or empty."""
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    if _SECONDS.fullmatch(raw):
+        whole, _, frac = raw.lstrip("-").partition(".")
+        ns = int(whole) * _NS + int(frac.ljust(9, "0") or 0)
+        ns = -ns if raw.startswith("-") else ns
+    else:
+        try:
+            moment = datetime.fromisoformat(raw)
+        except ValueError:
+            raise BadQuery(f"{name} must be unix seconds or an ISO 8601 time such as 2026-11-23T10:00:00Z, "
+                           f"not {_short(raw)!r}") from None
+        if moment.tzinfo is None:
+            raise BadQuery(f"{name} needs a time zone, e.g. {_short(raw)}Z for UTC")
+        try:
+            delta = moment - _EPOCH
+        except OverflowError:
+            raise BadQuery(f"{name} is out of range (years 1678 to 2262)") from None
+        ns = (delta.days * 86_400 + delta.seconds) * _NS + delta.microseconds * 1000
+    if not _MIN_NS <= ns <= _MAX_NS:
+        raise BadQuery(f"{name} is out of range (years 1678 to 2262)")
+    return ns
+
+
+def window_range(params: Mapping[str, str]) -> tuple[str | None, int | None, int | None]:
+    """``key`` (a shop's sessions; empty or absent: every key), ``from`` and ``to``."""
+    key = params.get("key") or None
+    start, end = time_param(params, "from"), time_param(params, "to")
+    if start is not None and end is not None and start > end:
+        raise BadQuery("from is after to")
+    return key, start, end
+
+
+def batch_fields(state: StoreState) -> dict[str, object]:
+    """What every answer carries: the batch it reflects."""
+    last = state.meta.get(LAST_BATCH_MS)
+    return {"seq": state.last_seq, "offsets": state.as_json()["offsets"],
+            "last_batch": None if last is None else utc_iso(last / 1000, millis=True)}
+
+
+def counts_answer(state: StoreState) -> dict[str, object]:
+    """``/api/counts``: what ``brewstream counts --json`` prints, with the batch."""
+    return {**batch_fields(state), "processed_orders": state.processed_orders,
+            "bad_orders": state.meta.get(BAD_ORDERS, 0), "counts": state.as_json()["counts"]}
+
+
+def top_answer(state: StoreState, n: int) -> dict[str, object]:
+    """``/api/top``: the board's ranking (ties by drink name), with the batch."""
+    return {**batch_fields(state), "processed_orders": state.processed_orders,
+            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in top_n(state.counts, n)]}
+
+
+def windows_answer(state: WindowsState, key: str | None, start_ns: int | None,
+                   end_ns: int | None) -> dict[str, object]:
+    """``/api/windows``: the open windows (final ones have left the store for
+    brew.order-windows) overlapping [from, to), for one key or all, in time order."""
+    chosen = [w for w in state.windows.values()
+              if (key is None or w.key == key)
+              and (start_ns is None or w.end_ns > start_ns)
+              and (end_ns is None or w.start_ns < end_ns)]
+    chosen.sort(key=lambda w: (w.start_ns, w.kind, w.key or ""))
+    wm = state.watermark_ns
+    return {**batch_fields(state.reserved), "watermark": None if wm is None else iso(wm),
+            "windows": [{"kind": w.kind, "start": iso(w.start_ns), "end": iso(w.end_ns), "key": w.key,
+                         "count": w.count, "amount": w.amount_cents / 100, "late_accepted": w.late_accepted}
+                        for w in chosen]}
+
+
+def status_answer(state: StoreState, input_topic: str, lag: Mapping[str, float],
+                  restore_remaining: Mapping[str, float], now: float) -> dict[str, object]:
+    """``/api/status``: the store's batch, its age, and the input lag and restore progress
+    as the metrics last saw them (the API never asks Kafka on a request's behalf)."""
+    last = state.meta.get(LAST_BATCH_MS)
+    fields = batch_fields(state)
+    return {**fields, "input_topic": input_topic,
+            "last_batch_age_s": None if last is None else round(max(0.0, now - last / 1000), 3),
+            "input_lag": {p: int(v) for p, v in sorted(lag.items()) if math.isfinite(v)},
+            "lag": int(sum(v for v in lag.values() if math.isfinite(v))) if lag else None,
+            "restore_remaining": {p: int(v) for p, v in sorted(restore_remaining.items()) if v > 0}}
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """A piece of a request quoted back: short, on one line."""
+    text = text.replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= limit else text[:limit] + "…"

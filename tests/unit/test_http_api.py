@@ -1,0 +1,168 @@
+"""The daemon's HTTP server on a real socket and a real RocksDB store (no Kafka, no Spark):
+probes by phase, the API's answers and refusals, the token, the bind rule."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from restorer.codec import PROCESSED_ORDERS, commit_key, drink_key, encode_u64, meta_key, offset_key
+from restorer.store import Store
+from service.health import ACTIVE, FENCED, RESTORING, STANDBY, Health
+from service.http_api import HttpApi, bind_problem, serve_http, serving
+from service.metrics import Metrics
+from topics.errors import BrewError
+
+TOKEN = "t0ken-never-echoed"
+
+
+def get(api: HttpApi, path: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{api.port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "store") as s:
+        s.commit([(drink_key("latte"), encode_u64(4)), (drink_key("mocha"), encode_u64(2)),
+                  (offset_key("orders", 0), encode_u64(6)), (meta_key(PROCESSED_ORDERS), encode_u64(5)),
+                  (commit_key(0), encode_u64(3))])
+        yield s
+
+
+def start(health: Health, token: str | None = None, pipeline: str = "drink-count") -> HttpApi:
+    metrics = Metrics(pipeline)
+    health.on_change(metrics.phase_changed)  # as the runner wires them
+    return HttpApi("127.0.0.1", 0, pipeline, "orders", metrics, health, token)
+
+
+def test_probes_follow_the_phase_and_the_query() -> None:
+    health = Health()
+    api = start(health)
+    try:
+        assert get(api, "/healthz") == (200, "alive: starting\n")
+        assert get(api, "/readyz") == (503, "not ready: starting\n")
+        health.set(RESTORING, "catching up with the changelog")
+        assert get(api, "/readyz") == (503, "not ready: restoring (catching up with the changelog)\n")
+        assert get(api, "/healthz")[0] == 200  # a long restore is no reason to restart
+        running = [True]
+        health.set(ACTIVE, query_alive=lambda: running[0])
+        assert get(api, "/readyz") == (200, "ready: active\n")
+        running[0] = False
+        assert get(api, "/readyz") == (503, "not ready: active, but its streaming query is not running\n")
+        assert get(api, "/healthz")[0] == 503
+
+        def broken() -> bool:
+            raise RuntimeError("gateway gone")
+        health.set(ACTIVE, query_alive=broken)
+        assert get(api, "/healthz")[0] == 503
+        health.set(STANDBY, "following the changelog")
+        assert get(api, "/readyz") == (200, "ready: standby (following the changelog)\n")
+        health.set(FENCED, "another instance took over the changelog")
+        assert get(api, "/healthz") == (503, "not alive: fenced (another instance took over the changelog)\n")
+    finally:
+        api.stop()
+
+
+def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
+    health = Health()
+    api = start(health)
+    try:
+        code, body = get(api, "/api/counts")
+        assert code == 503 and json.loads(body) == {"error": "not serving the store: the store is not open yet"}
+        with serving(api, store):
+            health.set(ACTIVE)
+            code, body = get(api, "/api/counts")
+            assert code == 200 and body.endswith("\n") and body.count("\n") == 1
+            doc = json.loads(body)
+            assert doc == {"pipeline": "drink-count", "role": "active", "seq": 3, "offsets": {"orders": {"0": 6}},
+                           "last_batch": None, "processed_orders": 5, "bad_orders": 0,
+                           "counts": {"latte": 4, "mocha": 2}}
+            assert json.loads(get(api, "/api/top?n=1")[1])["top"] == [{"rank": 1, "drink": "latte", "count": 4}]
+            status = json.loads(get(api, "/api/status")[1])
+            assert (status["role"], status["seq"], status["input_topic"]) == ("active", 3, "orders")
+
+            for path, reason in [("/api/top?n=0", "n must be a whole number from 1 to 10000, not '0'"),
+                                 ("/api/top?n=2&top=3", "unknown parameter 'top'; this path takes: n"),
+                                 ("/api/counts?n=2", "unknown parameter 'n'; this path takes: none")]:
+                assert get(api, path) == (400, json.dumps({"error": reason}, separators=(",", ":")) + "\n")
+            assert get(api, "/api/windows")[0] == 404  # drink-count has no windows
+            assert get(api, "/nope")[0] == 404
+            health.set(RESTORING, "catching up with the changelog")
+            assert get(api, "/api/counts")[0] == 503
+            assert json.loads(get(api, "/api/status")[1])["role"] == "restoring"  # with its progress
+            assert get(api, "/api/top?n=0")[0] == 400  # a bad query is refused first, whatever the phase
+        health.set(ACTIVE)
+        assert get(api, "/api/counts")[0] == 503  # detached: the store may be closed now
+    finally:
+        api.stop()
+
+
+def test_metrics_are_served_as_before() -> None:
+    health = Health()
+    api = start(health)
+    try:
+        code, text = get(api, "/metrics")
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}
+        assert code == 200
+        assert samples[("brewstream_role", (("pipeline", "drink-count"), ("role", "starting")))] == 1
+        assert samples[("brewstream_batches_total", (("pipeline", "drink-count"),))] == 0
+        code, only = get(api, "/metrics?name[]=brewstream_role")
+        assert code == 200 and {f.name for f in text_string_to_metric_families(only)} == {"brewstream_role"}
+    finally:
+        api.stop()
+
+
+def test_a_token_guards_metrics_and_the_api_but_not_the_probes(store: Store) -> None:
+    health = Health()
+    health.set(ACTIVE)
+    api = start(health, TOKEN)
+    try:
+        with serving(api, store):
+            for path in ("/metrics", "/api/counts", "/api/status"):
+                assert get(api, path)[0] == 401
+                assert get(api, path, "wrong")[0] == 401
+                assert get(api, path, TOKEN)[0] == 200
+            assert get(api, "/healthz")[0] == 200 and get(api, "/readyz")[0] == 200
+            for path in ("/metrics", "/api/counts", "/api/status", "/healthz", "/nope", "/api/top?n=x"):
+                assert TOKEN not in get(api, path, TOKEN)[1]
+    finally:
+        api.stop()
+
+
+def test_beyond_loopback_needs_a_token_or_insecure(tmp_path: Path) -> None:
+    for host in ("127.0.0.1", "::1", "localhost", "[::1]"):
+        assert bind_problem(host, False, False) is None
+    for host in ("0.0.0.0", "::", "", "10.1.2.3", "brew.example.com"):
+        problem = bind_problem(host, False, False)
+        assert problem is not None and "--http-token-file" in problem and "--http-insecure" in problem
+        assert bind_problem(host, True, False) is None and bind_problem(host, False, True) is None
+    with pytest.raises(BrewError, match="without a token"):
+        serve_http("0.0.0.0", 0, "drink-count", "orders", Metrics("drink-count"), Health())
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    with pytest.raises(BrewError, match="must hold one token"):
+        serve_http("0.0.0.0", 0, "drink-count", "orders", Metrics("drink-count"), Health(), empty)
+    assert serve_http("127.0.0.1", None, "drink-count", "orders", Metrics("drink-count"), Health()) is None
+
+
+def test_a_used_port_is_one_line() -> None:
+    api = start(Health())
+    try:
+        with pytest.raises(BrewError, match=f"cannot serve HTTP on 127.0.0.1:{api.port} .*--http-port"):
+            HttpApi("127.0.0.1", api.port, "drink-count", "orders", Metrics("drink-count"), Health())
+    finally:
+        api.stop()

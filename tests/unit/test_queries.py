@@ -1,0 +1,176 @@
+"""The HTTP API's parameters and answers (pure): property tests for every parser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from urllib.parse import urlencode
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from restorer.codec import (
+    BAD_ORDERS,
+    LAST_BATCH_MS,
+    PROCESSED_ORDERS,
+    commit_key,
+    decode_entries,
+    drink_key,
+    encode_i64,
+    encode_u64,
+    meta_key,
+    offset_key,
+)
+from service.queries import (
+    MAX_TOP,
+    BadQuery,
+    counts_answer,
+    parse_params,
+    status_answer,
+    time_param,
+    top_answer,
+    top_param,
+    window_range,
+    windows_answer,
+)
+from service.windows.state import WATERMARK_NS, WindowAgg, decode_windows_state, encode_window
+
+NAMES = ("key", "from", "to")
+
+
+@given(st.dictionaries(st.sampled_from(NAMES), st.text(max_size=40)))
+def test_known_parameters_read_back_whatever_they_hold(params: dict[str, str]) -> None:
+    assert parse_params(urlencode(params), NAMES) == params
+
+
+@given(st.text(max_size=80))
+def test_any_query_string_is_parsed_or_refused_in_one_line(query: str) -> None:
+    try:
+        params = parse_params(query, NAMES)
+    except BadQuery as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 200
+    else:
+        assert set(params) <= set(NAMES)
+
+
+def test_unknown_repeated_and_malformed_parameters_are_refused() -> None:
+    with pytest.raises(BadQuery, match="unknown parameter 'm'; this path takes: n"):
+        parse_params("m=1", ("n",))
+    with pytest.raises(BadQuery, match="more than once"):
+        parse_params("n=1&n=2", ("n",))
+    with pytest.raises(BadQuery, match="malformed"):
+        parse_params("n", ("n",))
+    with pytest.raises(BadQuery, match="unknown parameter"):
+        parse_params("n=1", ())
+    assert parse_params("", ()) == {}
+
+
+@given(st.integers(1, MAX_TOP))
+def test_n_in_range_is_taken(n: int) -> None:
+    assert top_param({"n": str(n)}) == n
+
+
+@given(st.text(max_size=12))
+def test_any_n_is_a_count_in_range_or_refused(raw: str) -> None:
+    try:
+        n = top_param({"n": raw})
+    except BadQuery as exc:
+        assert "n must be a whole number from 1 to 10000" in str(exc)
+    else:
+        assert 1 <= n <= MAX_TOP
+        assert raw == "" or int(raw) == n
+
+
+def test_n_defaults_to_ten_and_refuses_the_rest() -> None:
+    assert top_param({}) == 10
+    for bad in ("0", "-1", "10001", "1.5", "ten", " 5", "٣", "9" * 5000):
+        with pytest.raises(BadQuery):
+            top_param({"n": bad})
+
+
+_MOMENTS = st.datetimes(min_value=datetime(1700, 1, 1), max_value=datetime(2260, 1, 1),
+                        timezones=st.just(UTC))
+
+
+@given(_MOMENTS, st.integers(-14 * 60, 14 * 60))
+def test_iso_times_in_any_zone_are_the_same_instant(moment: datetime, offset_min: int) -> None:
+    expected = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+    shown = moment.astimezone(timezone(timedelta(minutes=offset_min)))
+    assert time_param({"from": shown.isoformat()}, "from") == expected
+    assert time_param({"from": moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}, "from") == expected
+
+
+@given(st.integers(-(2**62), 2**62))
+def test_unix_seconds_are_read_exactly(ns: int) -> None:
+    sign = "-" if ns < 0 else ""
+    assert time_param({"to": f"{sign}{abs(ns) // 10**9}.{abs(ns) % 10**9:09d}"}, "to") == ns
+    assert time_param({"to": f"{sign}{abs(ns) // 10**9}"}, "to") == (-1 if ns < 0 else 1) * (abs(ns) // 10**9) * 10**9
+
+
+@given(st.text(max_size=40))
+def test_any_time_text_is_a_time_or_refused_in_one_line(raw: str) -> None:
+    try:
+        ns = time_param({"from": raw}, "from")
+    except BadQuery as exc:
+        assert str(exc).startswith("from ") and "\n" not in str(exc)
+    else:
+        assert ns is None or -(2**63) <= ns < 2**63
+
+
+def test_times_that_cannot_be_read() -> None:
+    with pytest.raises(BadQuery, match="needs a time zone"):
+        time_param({"from": "2026-11-23T10:00:00"}, "from")
+    with pytest.raises(BadQuery, match="out of range"):
+        time_param({"from": "999999999999"}, "from")
+    with pytest.raises(BadQuery, match="out of range"):
+        time_param({"from": "0001-01-01T00:00:00+14:00"}, "from")
+    with pytest.raises(BadQuery, match="from is after to"):
+        window_range({"from": "20", "to": "10"})
+    assert window_range({"key": ""}) == (None, None, None)
+
+
+def _store_entries() -> list[tuple[bytes, bytes]]:
+    return [(drink_key("latte"), encode_u64(5)), (drink_key("mocha"), encode_u64(5)),
+            (drink_key("chai"), encode_u64(9)), (offset_key("o", 0), encode_u64(12)),
+            (offset_key("o", 1), encode_u64(3)), (meta_key(PROCESSED_ORDERS), encode_u64(15)),
+            (meta_key(BAD_ORDERS), encode_u64(2)), (meta_key(LAST_BATCH_MS), encode_u64(1_763_892_000_500)),
+            (commit_key(0), encode_u64(7)), (commit_key(1), encode_u64(7))]
+
+
+def test_counts_and_top_carry_the_batch_they_reflect() -> None:
+    state = decode_entries(_store_entries())
+    counts = counts_answer(state)
+    assert counts == {"seq": 7, "offsets": {"o": {"0": 12, "1": 3}}, "last_batch": "2025-11-23T10:00:00.500Z",
+                      "processed_orders": 15, "bad_orders": 2, "counts": {"chai": 9, "latte": 5, "mocha": 5}}
+    top = top_answer(state, 2)
+    assert top["seq"] == 7 and top["offsets"] == counts["offsets"]
+    assert top["top"] == [{"rank": 1, "drink": "chai", "count": 9}, {"rank": 2, "drink": "latte", "count": 5}]
+
+
+def test_status_reports_lag_and_restore_progress_as_last_seen() -> None:
+    state = decode_entries([e for e in _store_entries() if e[0][:1] == b"\xff"])
+    doc = status_answer(state, "o", {"0": 4.0, "1": 0.0}, {"0": 0.0, "2": 17.0}, now=1_763_892_010.5)
+    assert doc["seq"] == 7 and doc["lag"] == 4 and doc["input_lag"] == {"0": 4, "1": 0}
+    assert doc["restore_remaining"] == {"2": 17} and doc["last_batch_age_s"] == 10.0
+    assert status_answer(decode_entries([]), "o", {}, {}, 0)["lag"] is None
+
+
+def test_windows_answer_keeps_what_overlaps_the_range_for_one_key() -> None:
+    m = 60 * 10**9
+    windows = [WindowAgg("tumbling", 0, m, None, 3, 450), WindowAgg("tumbling", m, 2 * m, None, 1, 100),
+               WindowAgg("session", 30 * 10**9, 90 * 10**9, "shop-1", 2, 200),
+               WindowAgg("session", 0, 40 * 10**9, "shop-2", 1, 50)]
+    entries = [encode_window(w) for w in windows] + [(meta_key(WATERMARK_NS), encode_i64(m)),
+                                                     (commit_key(0), encode_u64(4))]
+    state = decode_windows_state(entries)
+    every = windows_answer(state, None, None, None)
+    assert every["seq"] == 4 and every["watermark"] == "1970-01-01T00:01:00.000Z"
+    assert [(w["kind"], w["start"], w["key"]) for w in every["windows"]] == [  # type: ignore[union-attr]
+        ("session", "1970-01-01T00:00:00.000Z", "shop-2"), ("tumbling", "1970-01-01T00:00:00.000Z", None),
+        ("session", "1970-01-01T00:00:30.000Z", "shop-1"), ("tumbling", "1970-01-01T00:01:00.000Z", None)]
+    shop = windows_answer(state, "shop-1", 60 * 10**9, None)["windows"]
+    assert shop == [{"kind": "session", "start": "1970-01-01T00:00:30.000Z", "end": "1970-01-01T00:01:30.000Z",
+                     "key": "shop-1", "count": 2, "amount": 2.0, "late_accepted": 0}]
+    # [from, to) overlaps: a window ending exactly at from is out, one starting exactly at to is out
+    assert [w["start"] for w in windows_answer(state, None, m, m + 1)["windows"]] == [  # type: ignore[index]
+        "1970-01-01T00:00:30.000Z", "1970-01-01T00:01:00.000Z"]
