@@ -37,6 +37,7 @@ from restorer.codec import (
     CHANGELOG_TOPIC_ID,
     U64_LEN,
     Entry,
+    StoreState,
     commit_prefix,
     decode_entries,
     encode_u64,
@@ -130,7 +131,7 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapp
         reached = dict(first)
         deadline = time.monotonic() + cut_timeout
         while True:
-            records += _read_until(consumer, topic, reached, ends, latest, check_value, report)
+            records += _read_until(consumer, topic, reached, ends, latest, report)
             split = _split_transaction(store, latest)
             if split is None:
                 break
@@ -147,7 +148,7 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapp
     _check_shape(topic, built_partitions or view.partitions, latest)
     if not latest and all(e <= positions.get(p, 0) for p, e in reached.items()):
         return RestoreResult(0, 0, len(partitions), time.monotonic() - started, first, reached)  # nothing new
-    entries: list[Entry] = list(latest.items())
+    entries = check_entries(topic, latest, check_value)
     entries += [(position_key(p), encode_u64(e)) for p, e in reached.items() if e > positions.get(p, -1)]
     entries += [(local_key(CHANGELOG_TOPIC_ID), view.topic_id.encode()),
                 (local_key(CHANGELOG_PARTITIONS), str(view.partitions).encode())]
@@ -158,7 +159,7 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapp
 
 def _check_shape(topic: str, partitions: int, latest: Mapping[bytes, bytes | None]) -> None:
     """Shape markers name the partition count each partition was written with."""
-    shapes = decode_entries((k, v) for k, v in latest.items() if v is not None and k.startswith(shape_prefix()))
+    shapes = _markers(latest, shape_prefix())
     built = {n for n in shapes.shapes.values() if n != partitions}
     if built:
         raise ChangelogRefused(shape_message(topic, partitions, min(built)))
@@ -194,8 +195,8 @@ def _ends(consumer: Consumer, topic: str, partitions: list[int]) -> dict[int, in
 
 
 def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: dict[int, int],
-                latest: dict[bytes, bytes | None], check_value: ValueCheck,
-                report: Callable[[int, int, int], None], stall_s: float = STALL_TIMEOUT_S) -> int:
+                latest: dict[bytes, bytes | None], report: Callable[[int, int, int], None],
+                stall_s: float = STALL_TIMEOUT_S) -> int:
     """Consume each partition from ``reached`` to ``ends``; keep the last value per key."""
     todo = {p for p, e in ends.items() if reached[p] < e}
     if not todo:
@@ -212,21 +213,21 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
             raise BrewError(f"reading changelog {topic} failed: {exc.args[0].str()}") from None
         done: set[int] = set()
         before = dict(reached)
+        # The hot loop of every restore: as little per record as a plain consumer does.
+        # Keys and values are checked once per key at the end (``check_entries``), and how
+        # far each partition got comes from the consumer's positions below.
         for msg in messages:
-            p, offset = msg.partition() or 0, msg.offset() or 0
             err = msg.error()
             if err is not None:
+                p, offset = msg.partition() or 0, msg.offset() or 0
                 if err.code() == KafkaError._PARTITION_EOF:
                     if p in todo and offset >= ends[p]:
                         done.add(p)
                     continue
                 raise BrewError(f"reading changelog {topic}[{p}] failed: {err.str()}")
-            if offset >= ends[p]:
-                continue  # newer than the cut; a later run applies it
-            key = _checked_key(topic, p, offset, msg.key(), msg.value(), check_value)
-            latest[key] = msg.value() or None
-            records += 1
-            reached[p] = max(reached[p], offset + 1)
+            if msg.offset() < ends[msg.partition()]:  # type: ignore[index,operator] # set on records
+                latest[msg.key()] = msg.value()  # type: ignore[index] # a None key is refused by check_entries
+                records += 1  # (records past the cut are newer than it: a later run applies them)
         for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
             if tp.offset >= 0:  # negative: nothing consumed yet (OFFSET_INVALID)
                 reached[tp.partition] = min(max(tp.offset, reached[tp.partition]), ends[tp.partition])
@@ -249,23 +250,32 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
     return records
 
 
-def _checked_key(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-                 check_value: ValueCheck) -> bytes:
-    if key is None:
-        raise BrewError(f"changelog record {topic}[{partition}]@{offset} has no key; "
-                        "the changelog is not brewstream's")
-    if is_local(key):
-        raise BrewError(f"changelog record {topic}[{partition}]@{offset} carries a store-local key {key!r}")
-    problem = check_value(key, value) if value else None
-    if problem:
-        raise BrewError(f"changelog record {topic}[{partition}]@{offset} does not belong to this store: {problem}")
-    return key
+def check_entries(topic: str, latest: dict[bytes, bytes | None], check_value: ValueCheck) -> list[Entry]:
+    """The last value of every key read, checked: a keyless record, a store-local key or a
+    value of the wrong shape means the changelog is not this store's. Tombstones (empty
+    values) become deletions."""
+    entries: list[Entry] = []
+    for key, value in latest.items():
+        if key is None:
+            raise BrewError(f"changelog {topic} holds a record without a key; the changelog is not brewstream's")
+        if is_local(key):
+            raise BrewError(f"changelog {topic} carries a store-local key {key[:60]!r}")
+        problem = check_value(key, value) if value else None
+        if problem:
+            raise BrewError(f"changelog {topic}: the record for key {key[:60]!r} does not belong to this store: "
+                            f"{problem}")
+        entries.append((key, value or None))
+    return entries
+
+
+def _markers(latest: Mapping[bytes, bytes | None], prefix: bytes) -> StoreState:
+    """The markers read so far (well-formed ones: anything else ``check_entries`` refuses)."""
+    return decode_entries((k, v) for k, v in latest.items()
+                          if isinstance(k, bytes) and k.startswith(prefix) and v is not None and len(v) == U64_LEN)
 
 
 def _split_transaction(store: Store, latest: dict[bytes, bytes | None]) -> dict[int, int] | None:
     """The commit marker of each partition, when they do not all name the same batch."""
     commits = store.commit_markers()
-    commits.update(decode_entries(
-        (k, v) for k, v in latest.items() if v is not None and k.startswith(commit_prefix())
-    ).commits)
+    commits.update(_markers(latest, commit_prefix()).commits)
     return commits if len(set(commits.values())) > 1 else None

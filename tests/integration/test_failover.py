@@ -84,6 +84,12 @@ class Feed(threading.Thread):
         self.pause = seconds / self.chunks
         self.done = threading.Event()
 
+    def more(self, n: int, seed: int) -> None:
+        """``n`` more good orders at once (so a new active has a batch to commit)."""
+        orders = make_orders(n, seed)
+        produce(self.pipe.conn, self.pipe.topics.orders, (order_bytes(o) for o in orders))
+        self.good += orders
+
     def run(self) -> None:
         size = -(-len(self.records) // self.chunks)
         for i in range(0, len(self.records), size):
@@ -137,10 +143,11 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
         b.wait_for("role: active")
         a.start("--standby")  # the killed one is the new standby
         a.wait_for("role: standby")
-        wait_until(lambda: b.seq() > a.seq() - 1 and b.text().count("INFO batch ") > 3, 120,
-                   "batches on the new active")
+        feed.more(100, seed=77)
+        wait_until(lambda: "INFO batch " in b.text(), 120, "batches on the new active")
         b.kill()
         a.wait_for("took over from")
+        feed.more(100, seed=78)
         feed.join(120)
         wait_until(lambda: drained(pipe, a), 240, "the new active to count every order", every=1.0)
         assert a.stop() == 0, a.text()[-3000:]
@@ -163,6 +170,9 @@ def test_a_paused_zombie_commits_nothing_more(pipe: Pipeline, tmp_path: Path) ->
         wait_until(lambda: a.seq() > 3, 180, "a few batches on the active")
         a.signal(signal.SIGSTOP)
         b.wait_for("took over from")
+        feed.more(50, seed=75)
+        wait_until(lambda: "INFO batch " in b.text(), 120, "a batch on the new active")
+        feed.more(50, seed=76)
         wait_until(lambda: b.text().count("INFO batch ") >= 2, 120, "batches on the new active")
         paused_seq = a.seq()
         a.signal(signal.SIGCONT)
@@ -227,6 +237,7 @@ def test_a_fenced_active_that_may_stand_by_goes_back_to_standby(pipe: Pipeline, 
         b.wait_for("role: standby")
         a.signal(signal.SIGSTOP)
         b.wait_for("took over from")
+        feed.more(50, seed=74)
         wait_until(lambda: "INFO batch " in b.text(), 120, "a batch on the new active")
         a.signal(signal.SIGCONT)
         a.wait_for("back to standby")
