@@ -22,13 +22,13 @@ object, its last value counts (orjson and the stdlib parser agree on that).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 import orjson
 
-from service.limits import MAX_NAME_BYTES, is_unicode, name_fault
+from service.json_reasons import LongInt, exact_reason, refused_reason, show
+from service.limits import MAX_NAME_BYTES, name_fault
 from topics.event_time import decode_event_time as header_time
 
 MAX_EVENT_NS = 4_102_444_800 * 10**9  # 2100-01-01T00:00:00Z in unix nanoseconds
@@ -71,20 +71,20 @@ def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int,
     try:
         shop, drink, cents = _judge(orjson.loads(value), max_name_bytes)
     except orjson.JSONDecodeError:
-        raise BadEvent(_refused_reason(value, max_name_bytes)) from None
+        raise BadEvent(refused_reason(value, lambda doc: _judge(doc, max_name_bytes), BadEvent)) from None
     except BadEvent as exc:
         # orjson reads integers beyond 64 bits as floats; the stdlib parser keeps them
         # exact, so the reason names the real fault. Only rejected events pay for this.
-        raise BadEvent(_exact_reason(value, max_name_bytes) or str(exc)) from None
+        raise BadEvent(exact_reason(value, lambda doc: _judge(doc, max_name_bytes), BadEvent) or str(exc)) from None
     if event_time is None:
         if type(kafka_ts_ns) is not int:
             raise BadEvent("Kafka timestamp is not an integer")
         if not 0 <= kafka_ts_ns <= MAX_EVENT_NS:
-            raise BadEvent(f"Kafka timestamp {_show(kafka_ts_ns)} ns out of range 0..{MAX_EVENT_NS}")
+            raise BadEvent(f"Kafka timestamp {show(kafka_ts_ns)} ns out of range 0..{MAX_EVENT_NS}")
         return Event(shop, drink, cents, kafka_ts_ns, False)
     ns = decode_event_time(event_time)
     if ns > MAX_EVENT_NS:
-        raise BadEvent(f"event time {_show(ns)} ns out of range 0..{MAX_EVENT_NS}")
+        raise BadEvent(f"event time {show(ns)} ns out of range 0..{MAX_EVENT_NS}")
     return Event(shop, drink, cents, ns, True)
 
 
@@ -107,107 +107,11 @@ def _judge(doc: object, max_name_bytes: int) -> tuple[str, str, int]:
             raise BadEvent(f"drink {fault}")
     # bool is an int subclass in Python; JSON true is not an amount.
     if type(amount) is not float and type(amount) is not int:
-        if isinstance(amount, _LongInt):
+        if isinstance(amount, LongInt):
             raise BadEvent(f"amount {amount} out of range -{MAX_AMOUNT}..{MAX_AMOUNT}")
         raise BadEvent("amount is missing or not a number")
     if not -MAX_AMOUNT <= amount <= MAX_AMOUNT:  # NaN fails every comparison
         if type(amount) is float and not math.isfinite(amount):  # NaN, Infinity or 1e400: stdlib fallback only
             raise BadEvent("amount is not a finite number")
-        raise BadEvent(f"amount {_show(amount)} out of range -{MAX_AMOUNT}..{MAX_AMOUNT}")
+        raise BadEvent(f"amount {show(amount)} out of range -{MAX_AMOUNT}..{MAX_AMOUNT}")
     return shop, drink, round(amount * 100)
-
-
-# --- the stdlib fallback: only rejected values come here, to name the reason -----------
-
-_LONG_INT = 400  # characters: longer integer literals are beyond a double, and int() refuses over 4300 digits
-
-
-class _LongInt:
-    """An integer literal too long to convert (only the stdlib fallback makes one):
-    beyond every bound here and beyond a double; shows as the start of its digits."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __str__(self) -> str:
-        return _show_text(self.text)
-
-
-def _parse_int(text: str) -> int | _LongInt:
-    return int(text) if len(text) <= _LONG_INT else _LongInt(text)
-
-
-def _stdlib_read(raw: bytes | bytearray | memoryview) -> tuple[object, str | None]:
-    """The document as the stdlib parser reads it, or why it cannot."""
-    try:
-        text = bytes(raw).decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "invalid UTF-8"
-    try:
-        # Unlike orjson, the stdlib parser reads lone surrogates, NaN, Infinity and numbers
-        # beyond a double, so the reason can name the field that holds one.
-        return json.loads(text, parse_int=_parse_int), None
-    except (ValueError, RecursionError):  # ValueError includes JSONDecodeError
-        return None, "not JSON"
-
-
-def _exact_reason(raw: bytes | bytearray | memoryview, max_name_bytes: int) -> str | None:
-    """Why the stdlib reading of a value orjson read and rejected is bad, if it can tell."""
-    doc, unread = _stdlib_read(raw)
-    if unread is not None:
-        return None  # e.g. nested deeper than the stdlib parser's recursion limit
-    try:
-        _judge(doc, max_name_bytes)
-    except BadEvent as exc:
-        return str(exc)
-    return None
-
-
-def _refused_reason(raw: bytes | bytearray | memoryview, max_name_bytes: int) -> str:
-    """Why orjson refused the value: the field at fault when the stdlib parser can read it."""
-    doc, unread = _stdlib_read(raw)
-    if unread is not None:
-        return unread
-    try:
-        _judge(doc, max_name_bytes)
-    except BadEvent as exc:
-        return str(exc)
-    return _unheld(doc) or "not JSON"
-
-
-def _unheld(doc: object) -> str | None:
-    """What, in a document the stdlib parser read, orjson refuses (walked without recursion)."""
-    stack = [doc]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            if not is_unicode(value):
-                return "a string is not valid Unicode"
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                return "a number is not finite"
-        elif isinstance(value, _LongInt):
-            return "a number is out of range"
-        elif isinstance(value, int):
-            try:
-                float(value)
-            except OverflowError:
-                return "a number is out of range"
-        elif isinstance(value, dict):
-            stack.extend(value)
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return None
-
-
-def _show(number: int | float) -> str:
-    if isinstance(number, int) and number.bit_length() > 10_000:  # str() refuses over 4300 digits
-        return "-huge" if number < 0 else "huge"
-    return _show_text(str(number))
-
-
-def _show_text(text: str) -> str:
-    return text if len(text) <= 20 else text[:17] + "..."
