@@ -15,6 +15,7 @@ from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.signals import stop_on_signals
+from service.spark_options import master_of, spark_options, spark_run_args
 from service.webboard.command import board_cmd
 from topics.errors import BrewError, disk_problem, one_line
 from topics.kafka import KafkaConnection, require_broker, show_client_logs
@@ -201,7 +202,7 @@ def pipeline_options(name: str) -> Callable[[F], F]:
                          help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),
             click.option("--available-now", is_flag=True,
                          help="Process the backlog present at start, print a final report and exit 0."),
-            click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+            spark_options,
             click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
                          help="Rebuild an empty or missing store from the changelog before starting."),
             click.option("--instance", default=None,
@@ -232,18 +233,19 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 
 
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
-               max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
+               max_offsets_per_trigger: int | None, available_now: bool, master: str | None, auto_restore: bool,
                instance: str | None, metrics_port: int | None, metrics_host: str, max_name_bytes: int,
                accept_changelog_loss: bool, accept_input_loss: bool, lease_interval_s: float,
-               takeover_timeout_s: float) -> Any:
+               takeover_timeout_s: float, spark_conf: dict[str, str], min_partitions: int | None) -> Any:
     from service.runner import RunConfig
     from topics.catalog import Topics
 
     if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
         raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
     return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger,
-                     available_now, master, auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
-                     max_name_bytes, accept_changelog_loss, accept_input_loss, lease_interval_s, takeover_timeout_s)
+                     available_now, master_of(master, spark_conf), auto_restore, instance, Topics(topic_prefix),
+                     metrics_host, metrics_port, max_name_bytes, accept_changelog_loss, accept_input_loss,
+                     lease_interval_s, takeover_timeout_s, spark_conf=spark_conf, min_partitions=min_partitions)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -451,17 +453,20 @@ def drill_options(fn: F) -> F:
                      default=Path("state/drills"), show_default=True,
                      help="Where each drill keeps its state dir, checkpoint and daemon logs."),
         click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards."),
+        spark_options,
     ]):
         fn = opt(fn)
     return fn
 
 
 def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
-           feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
+           feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+           spark_conf: dict[str, str], min_partitions: int | None) -> int:
     from service.drill import DrillConfig, run_drill
 
     result = run_drill(DrillConfig(conn, mode, orders, kills, seed, work_dir, max_kill_delay,
-                                   feed_time, keep_topics=keep_topics))
+                                   feed_time, keep_topics=keep_topics,
+                                   run_args=spark_run_args(master, spark_conf, min_partitions)))
     return 0 if result.exact else 3
 
 

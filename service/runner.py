@@ -80,6 +80,8 @@ class RunConfig:
     accept_input_loss: bool = False
     lease_interval_s: float = LEASE_INTERVAL_S
     takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
+    spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
+    min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
 
 
 class BatchSink(Protocol):
@@ -192,9 +194,9 @@ def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics:
     conn = cfg.conn
     own_spark = spark is None
     if spark is None:
-        spark = build_session(cfg.master, f"brewstream-{p.name}", log_file=spark_log(cfg))
+        spark = build_session(cfg.master, f"brewstream-{p.name}", conf=cfg.spark_conf, log_file=spark_log(cfg))
     try:
-        warm_python_workers(spark, p.batch_module)
+        _warm(spark, p.batch_module, cfg.master)
         options = SinkOptions(conn, cfg.checkpoint_dir, cfg.max_name_bytes, record_bytes)
         sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))), metrics, options)
         reporter = p.make_reporter(store, sink, metrics)
@@ -216,6 +218,18 @@ def _run_spark(p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics:
     finally:
         if own_spark:
             spark.stop()
+
+
+def _warm(spark: SparkSession, module: str, master: str) -> None:
+    """Start the Python workers; on a cluster this is where an executor's Python first
+    shows whether it can run the batch code at all."""
+    try:
+        warm_python_workers(spark, module)
+    except Exception as exc:
+        hint = "" if master.startswith("local") else (
+            "; executors need Python with pyspark, pyarrow and orjson: choose it with "
+            "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
+        raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
 
 
 def spark_log(cfg: RunConfig) -> Path:
@@ -352,6 +366,11 @@ def _start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSi
         reader = reader.option("startingOffsets", offsets)
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    if cfg.min_partitions:
+        # More tasks than Kafka partitions: Spark splits each partition's offset range.
+        # Each task still returns partial rows for its own range only, so the merge on
+        # the driver is the same (and as exact) whatever the split.
+        reader = reader.option("minPartitions", str(cfg.min_partitions))
     writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
               .option("checkpointLocation", str(cfg.checkpoint_dir)))
     if cfg.available_now:
