@@ -15,6 +15,7 @@ from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.signals import stop_on_signals
+from service.spark_cluster_cmd import spark_cluster
 from service.spark_options import master_of, spark_options, spark_run_args
 from service.webboard.command import board_cmd
 from topics.errors import BrewError, disk_problem, one_line
@@ -487,6 +488,7 @@ def drill_disk_loss(**kw: Any) -> int:
 # ---------------------------------------------------------------- board
 
 cli.add_command(board_cmd)
+cli.add_command(spark_cluster)
 
 
 # ---------------------------------------------------------------- entry point
