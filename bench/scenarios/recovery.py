@@ -28,7 +28,7 @@ from bench.runs import require_same
 from bench.stats import summarize
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
-from bench.waiting import wait_until
+from topics.clock import wait_until
 
 MODES = ("kill9", "disk-loss")
 KILL_DELAY_S = 0.5
@@ -115,6 +115,6 @@ def _check_exact(stream: OrderStream, feed: PacedFeed, dirs: DaemonDirs, topic: 
         targets[p] = max(targets.get(p, 0), o + 1)
     watcher = StoreWatcher(dirs.store, topic, 0.5)
     wait_until(lambda: watcher.poll() is not None and watcher.committed(targets), DRAIN_TIMEOUT_S,
-               "the recovered daemon to drain the feed", daemon, every=0.5)
+               "the recovered daemon to drain the feed", every=0.5, give_up=daemon.exit_reason)
     state = ours.read_store(dirs)
     require_same("brewstream after recovery", state.counts if state else {}, stream.oracle(feed.last_index))
