@@ -81,8 +81,9 @@ def spark_home() -> Path:
 
 
 def up(cluster: SparkCluster, ready_timeout: float = READY_TIMEOUT_S) -> str:
-    """Start whatever part of the cluster is not running and wait until every worker is
-    ALIVE at the master; return a one-line summary with the master URL."""
+    """Bring the cluster to what is asked: start whatever part is not running, stop
+    workers beyond ``workers``, and wait until exactly that many are ALIVE at the master;
+    return a one-line summary with the master URL."""
     if not MEMORY_PATTERN.match(cluster.memory):
         raise BrewError(f"worker memory {cluster.memory!r} is not like 512m or 2g")
     cluster.data_dir.mkdir(parents=True, exist_ok=True)
@@ -100,16 +101,23 @@ def up(cluster: SparkCluster, ready_timeout: float = READY_TIMEOUT_S) -> str:
         started.append("master")
     _wait(cluster, ["master"], lambda: master_state(cluster) is not None, ready_timeout,
           "the master's status page")
+    for name in _worker_pid_names(cluster):
+        if name not in cluster.worker_names:  # a smaller cluster than last time: stop the extra workers
+            pid = running_pid(cluster, name)
+            if pid is not None:
+                stop_group(pid)
+                started.append(f"stopped {name}")
+            cluster.pid_file(name).unlink(missing_ok=True)
     for name in cluster.worker_names:
         if running_pid(cluster, name) is None:
             _launch(cluster, name, _worker_args(cluster, name))
             started.append(name)
     want = len(cluster.worker_names)
-    _wait(cluster, ["master", *cluster.worker_names], lambda: alive_workers(cluster) >= want, ready_timeout,
+    _wait(cluster, ["master", *cluster.worker_names], lambda: alive_workers(cluster) == want, ready_timeout,
           f"{want} workers ALIVE at the master")
     verb = "up" if started else "already running"
-    return (f"spark cluster {verb} (master pid {master}) at {cluster.url}: {want} workers of {cluster.cores} "
-            f"core(s) and {cluster.memory}; web UI {cluster.ui_url}")
+    return (f"spark cluster {verb} (master pid {master}) at {cluster.url}: {want} worker{'s' * (want != 1)} of "
+            f"{cluster.cores} core(s) and {cluster.memory}; web UI {cluster.ui_url}")
 
 
 def down(cluster: SparkCluster, timeout: float = STOP_TIMEOUT_S) -> str:

@@ -45,7 +45,8 @@ def _cluster(port: int, ui_port: int, workers: int, cores: int, memory: str, dat
 @cluster_options
 def cluster_up(**kw: Any) -> None:
     """Start the master and the workers in the background and wait until every worker is ALIVE
-    (idempotent: starts only what is not running); prints the master URL."""
+    (idempotent: starts only what is not running, stops workers beyond --workers); prints the
+    master URL."""
     click.echo(up(_cluster(**kw)))
 
 
