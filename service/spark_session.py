@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox.jars import spark_kafka_jars
 from service.shipped_code import code_zip
-from service.spark_conf import DEFAULTS, defaults_file, executor_python, is_local, is_loopback, merged, read_defaults
+from service.spark_conf import (
+    DEFAULTS,
+    MASTER_KEY,
+    defaults_file,
+    executor_python,
+    is_local,
+    is_loopback,
+    merged,
+    read_defaults,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +44,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     # Imported here: pyspark costs a second to import and most commands never need it.
     from pyspark.sql import SparkSession
 
-    user = dict(conf or {})
+    # The master was resolved already (--master, then spark.master from --conf or the file).
+    user = {k: v for k, v in (conf or {}).items() if k != MASTER_KEY}
     from_file = read_defaults(defaults_file())
     local = is_local(master)
     if local:
