@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
 
-.PHONY: install run test lint unit sandbox-up sandbox-down clean bench events windows prometheus
+.PHONY: install run run-cluster test lint unit sandbox-up sandbox-down clean bench events windows prometheus
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
 
@@ -38,6 +38,20 @@ run: install
 	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
 	  echo "feeding orders in the background (log: .sandbox/seed-orders.log); Ctrl+C stops both"; \
 	  $(BREW) run
+
+# The same demo on a local standalone Spark cluster (a master and two one-core workers on
+# 127.0.0.1): parsing and counting run on the executors, which get brewstream's code from
+# the driver and run the Python named by spark.pyspark.python.
+run-cluster: install
+	$(BREW) sandbox up
+	$(BREW) topics create
+	$(BREW) spark-cluster up
+	@mkdir -p .sandbox
+	@trap 'kill $$feed 2>/dev/null' EXIT; \
+	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
+	  echo "feeding orders in the background (log: .sandbox/seed-orders.log); Ctrl+C stops both"; \
+	  $(BREW) run --master spark://127.0.0.1:7077 --conf spark.pyspark.python=$(abspath $(VENV))/bin/python \
+	    --conf spark.executor.memory=512m
 
 # Seed 01 side by side: `make events` in one terminal, `make windows` in another.
 events: install
@@ -91,5 +105,6 @@ sandbox-down:
 	$(BREW) sandbox down
 
 clean:
+	-$(BREW) spark-cluster down
 	-$(BREW) sandbox down
 	rm -rf .sandbox state/drink-count state/checkpoints

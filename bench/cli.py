@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from bench.config import DEFAULT_OUTPUT, DEFAULT_QUIX_PYTHON, DEFAULT_WORK, SCENARIOS, BenchConfig, OursSweep
+from bench.config import (
+    DEFAULT_OUTPUT,
+    DEFAULT_QUIX_PYTHON,
+    DEFAULT_WORK,
+    OPTIONAL_SCENARIOS,
+    SCENARIOS,
+    BenchConfig,
+    OursSweep,
+)
 from service.durations import DURATION, parse_duration
 from topics.errors import BrewError
 
@@ -34,11 +42,16 @@ def _words(text: str) -> tuple[str, ...]:
               help="Repetitions of every measurement (median, min and max are reported).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of every generated order.")
 @click.option("--scenarios", default=",".join(SCENARIOS), show_default=True,
-              help="Which scenarios to run, comma-separated.")
+              help=f"Which scenarios to run, comma-separated; also {', '.join(OPTIONAL_SCENARIOS)} (ingest on "
+                   "local[1], local[2] and a local Spark cluster of one and two workers).")
 @click.option("--ours-caps", default="none,250000", show_default=True,
               help="--max-offsets-per-trigger values tried for brewstream's ingest ('none': no cap).")
 @click.option("--ours-masters", default="local[*],local[3]", show_default=True,
               help="Spark masters tried for brewstream's ingest (local[*] is one task slot per core).")
+@click.option("--scaling-orders", type=click.IntRange(min=1000), default=300_000, show_default=True,
+              help="Orders in the scaling scenario's backlog.")
+@click.option("--scaling-min-partitions", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Also run the two-core set-ups with this --min-partitions (0: not).")
 @click.option("--changelog-records", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
               help="Records in the changelog the restore scenario reads.")
 @click.option("--changelog-keys", type=click.IntRange(min=3), default=1_000, show_default=True,
@@ -69,7 +82,8 @@ def _words(text: str) -> tuple[str, ...]:
               show_default=True, help="Where the results JSON goes.")
 @click.option("--label", default="", help="A note stored with the results and shown above the tables.")
 def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, ours_masters: str,
-          changelog_records: int, changelog_keys: int, latency_rate: int, latency_seconds: float,
+          scaling_orders: int, scaling_min_partitions: int, changelog_records: int, changelog_keys: int,
+          latency_rate: int, latency_seconds: float,
           probe_seconds: float | None, warmup_seconds: float, triggers: str, flush_s: float, poll_s: float,
           profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
           output: Path, label: str) -> None:
@@ -77,12 +91,14 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, our
     from bench.runner import run
 
     chosen = _words(scenarios)
-    unknown = set(chosen) - set(SCENARIOS)
+    unknown = set(chosen) - set(SCENARIOS) - set(OPTIONAL_SCENARIOS)
     if unknown:
-        raise click.BadParameter(f"unknown scenario(s) {sorted(unknown)}; pick from {', '.join(SCENARIOS)}")
+        raise click.BadParameter(f"unknown scenario(s) {sorted(unknown)}; pick from "
+                                 f"{', '.join(SCENARIOS + OPTIONAL_SCENARIOS)}")
     cfg = BenchConfig(
         orders=orders, reps=reps, seed=seed, scenarios=chosen,
         sweep=OursSweep(_caps(ours_caps), _words(ours_masters)),
+        scaling_orders=scaling_orders, scaling_min_partitions=scaling_min_partitions or None,
         changelog_records=changelog_records, changelog_keys=changelog_keys,
         latency_rate=latency_rate, latency_seconds=latency_seconds,
         probe_seconds=probe_seconds if probe_seconds is not None else min(15.0, latency_seconds),

@@ -10,6 +10,8 @@ DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
 DEFAULT_WORK = REPO / ".sandbox" / "bench"
 SCENARIOS = ("ingest", "restore", "latency", "recovery")
+# Run only when named in --scenarios: it starts a Spark cluster and adds about ten minutes.
+OPTIONAL_SCENARIOS = ("scaling",)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class BenchConfig:
     flush_s: float = 5.0
     poll_s: float = 0.025
     kill_after_batches: int = 3
+    scaling_orders: int = 300_000
+    scaling_min_partitions: int | None = 4
     profile: bool = True
     quix_python: Path = DEFAULT_QUIX_PYTHON
     bootstrap: str | None = None  # an existing broker instead of a sandbox

@@ -16,7 +16,7 @@ from bench.dataset import order_stream
 from bench.kafka_topics import delete_containing
 from bench.machine import describe
 from bench.procs import kill_all
-from bench.scenarios import ingest, latency, recovery, restore
+from bench.scenarios import ingest, latency, recovery, restore, scaling
 from bench.systems import quix
 
 
@@ -62,6 +62,8 @@ def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
     cfg = ctx.cfg
     if cfg.wants("ingest"):
         results["ingest"] = ingest.run(ctx)
+    if cfg.wants("scaling"):
+        results["scaling"] = scaling.run(ctx)
     if cfg.wants("restore"):
         results["restore"] = restore.run(ctx)
     if cfg.wants("latency") or cfg.wants("recovery"):

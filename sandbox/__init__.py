@@ -1,1 +1,2 @@
-"""The local Kafka sandbox: one KRaft broker started from Maven jars."""
+"""Local stand-ins for real clusters: a KRaft Kafka broker from Maven jars, and a standalone
+Spark cluster from the installed pyspark."""

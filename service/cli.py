@@ -15,6 +15,8 @@ from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.signals import stop_on_signals
+from service.spark_cluster_cmd import spark_cluster
+from service.spark_options import master_of, spark_options, spark_run_args
 from service.webboard.command import board_cmd
 from topics.errors import BrewError, disk_problem, one_line
 from topics.kafka import KafkaConnection, require_broker, show_client_logs
@@ -203,7 +205,7 @@ def pipeline_options(name: str) -> Callable[[F], F]:
                          help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),
             click.option("--available-now", is_flag=True,
                          help="Process the backlog present at start, print a final report and exit 0."),
-            click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+            spark_options,
             click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
                          help="Rebuild an empty or missing store from the changelog before starting."),
             click.option("--instance", default=None,
@@ -245,10 +247,11 @@ def pipeline_options(name: str) -> Callable[[F], F]:
 
 
 def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
-               max_offsets_per_trigger: int | None, available_now: bool, master: str, auto_restore: bool,
+               max_offsets_per_trigger: int | None, available_now: bool, master: str | None, auto_restore: bool,
                instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
                http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
-               standby: bool, lease_interval_s: float, takeover_timeout_s: float) -> Any:
+               standby: bool, lease_interval_s: float, takeover_timeout_s: float, spark_conf: dict[str, str],
+               min_partitions: int | None) -> Any:
     from service.http_api import bind_problem
     from service.runner import RunConfig
     from topics.catalog import Topics
@@ -258,12 +261,12 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
     problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
     if metrics_port is not None and problem:
         raise click.BadParameter(problem)
-    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger, available_now, master,
-                     auto_restore, instance, Topics(topic_prefix), metrics_host, metrics_port,
-                     max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
+    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger, available_now,
+                     master_of(master, spark_conf), auto_restore, instance, Topics(topic_prefix), metrics_host,
+                     metrics_port, max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
                      accept_input_loss=accept_input_loss, lease_interval_s=lease_interval_s,
                      takeover_timeout_s=takeover_timeout_s, standby=standby, http_token_file=http_token_file,
-                     http_insecure=http_insecure)
+                     http_insecure=http_insecure, spark_conf=spark_conf, min_partitions=min_partitions)
 
 
 @cli.command("run", context_settings=CONTEXT)
@@ -472,17 +475,20 @@ def drill_options(fn: F) -> F:
                      default=Path("state/drills"), show_default=True,
                      help="Where each drill keeps its state dir, checkpoint and daemon logs."),
         click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards."),
+        spark_options,
     ]):
         fn = opt(fn)
     return fn
 
 
 def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
-           feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
+           feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+           spark_conf: dict[str, str], min_partitions: int | None) -> int:
     from service.drill import DrillConfig, run_drill
 
     result = run_drill(DrillConfig(conn, mode, orders, kills, seed, work_dir, max_kill_delay,
-                                   feed_time, keep_topics=keep_topics))
+                                   feed_time, keep_topics=keep_topics,
+                                   run_args=spark_run_args(master, spark_conf, min_partitions)))
     return 0 if result.exact else 3
 
 
@@ -633,6 +639,7 @@ def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
 # ---------------------------------------------------------------- board
 
 cli.add_command(board_cmd)
+cli.add_command(spark_cluster)
 
 
 # ---------------------------------------------------------------- entry point

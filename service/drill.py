@@ -63,6 +63,7 @@ class DrillConfig:
     feed_seconds: float | None = None  # default: spread over the expected kills
     max_offsets_per_trigger: int = 500
     keep_topics: bool = False
+    run_args: tuple[str, ...] = ()  # more `brewstream run` flags for every daemon: --master, --conf …
 
 
 @dataclass
@@ -199,7 +200,7 @@ class _Daemon:
         args = [sys.executable, "-m", "service.cli", "run", *cfg.conn.cli_args(),
                 "--topic-prefix", topics.prefix, "--state-dir", str(state), "--checkpoint-dir", str(checkpoint),
                 "--trigger", "200ms", "--flush", "2s",
-                "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger)]
+                "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger), *cfg.run_args]
         with open(log, "ab") as fh:
             self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                          start_new_session=True)

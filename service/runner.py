@@ -38,7 +38,7 @@ from service.input_guard import check_input, pin_latest
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Lease
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
-from service.query import drop_checkpoint, run_query, stop_quietly, warm_query
+from service.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
 from service.spark_session import build_session, warm_python_workers
@@ -81,6 +81,8 @@ class RunConfig:
     standby: bool = False
     http_token_file: Path | None = None
     http_insecure: bool = False
+    spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
+    min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
 
 
 class BatchSink(Protocol):
@@ -301,9 +303,18 @@ class Daemon:
     def spark(self) -> SparkSession:
         """The session, built once, with Python workers that have imported the batch code."""
         if self._spark is None:
-            self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", log_file=spark_log(self.cfg))
+            self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
+                                        log_file=spark_log(self.cfg))
         if not self._warm:
-            warm_python_workers(self._spark, self.p.batch_module)
+            try:
+                warm_python_workers(self._spark, self.p.batch_module)
+            except Exception as exc:
+                # On a cluster this is where an executor's Python first shows whether it can
+                # run the batch code at all.
+                hint = "" if self.cfg.master.startswith("local") else (
+                    "; executors need Python with pyspark, pyarrow and orjson: choose it with "
+                    "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
+                raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
             self._warm = True
         return self._spark
 

@@ -15,7 +15,11 @@ def stop_on_signals() -> Iterator[threading.Event]:
     stop = threading.Event()
 
     def handler(_signum: int, _frame: object) -> None:
-        stop.set()
+        # Set from another thread: Event.set takes a lock, and a second signal landing
+        # while this handler holds it (`timeout` signals the process and its group, a
+        # double Ctrl+C) would run the handler again on the same thread and wait for
+        # that lock forever.
+        threading.Thread(target=stop.set, name="stop-signal", daemon=True).start()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

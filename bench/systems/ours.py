@@ -33,9 +33,13 @@ class Settings:
     trigger_s: float = 1.0
     master: str = "local[*]"
     flush_s: float = 5.0
+    extra: tuple[str, ...] = ()  # more `brewstream run` flags (--conf, --min-partitions)
+    name: str = ""  # a short label instead of the settings (a cluster's master URL changes every run)
 
     @property
     def label(self) -> str:
+        if self.name:
+            return self.name
         cap = self.max_offsets_per_trigger or "none"
         return f"master={self.master} max-offsets-per-trigger={cap}"
 
@@ -64,7 +68,7 @@ def run_args(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Sett
         args += ["--max-offsets-per-trigger", str(settings.max_offsets_per_trigger)]
     if available_now:
         args.append("--available-now")
-    return args
+    return [*args, *settings.extra]
 
 
 def start_daemon(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, settings: Settings, name: str,

@@ -1,0 +1,143 @@
+"""Spark settings the Spark way: ``--conf KEY=VALUE`` over ``spark-defaults.conf`` over
+brewstream's own defaults.
+
+pyspark's launcher (spark-submit) reads ``spark-defaults.conf`` from ``SPARK_CONF_DIR``
+(or ``$SPARK_HOME/conf``) when the JVM starts, but every setting the session builder
+passes is handed over as a ``--conf`` and wins over the file. So brewstream reads the
+file itself and leaves out each of its defaults whose key the file sets; the user's
+``--conf`` settings are passed last and win over both. Pure, apart from reading the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# brewstream's defaults: each applies only where neither --conf nor spark-defaults.conf
+# sets its key. ``service.spark_session`` adds the Java options, and the driver's address
+# for masters on this machine.
+DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Batches here are small aggregates: a handful of shuffle partitions is plenty.
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "false",
+    "spark.python.worker.reuse": "true",
+    # Adaptive execution does not apply to streaming queries; Spark warns on every start.
+    "spark.sql.adaptive.enabled": "false",
+}
+# Settings whose value is a list: brewstream's entries come first and the user's are
+# added, never replaced (spark.jars carries the Kafka source, which every query needs).
+LISTS: dict[str, str] = {"spark.jars": ","}
+# The executors' Python (see ``executor_python``).
+PYTHON_KEY = "spark.pyspark.python"
+MASTER_KEY = "spark.master"
+LOCAL_MASTER = "local[*]"
+_LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$")
+
+
+class ConfError(ValueError):
+    """A --conf that is not KEY=VALUE with a Spark key; the message says which."""
+
+
+def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (spark-submit's ``--conf``) as a dict; a later key wins."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfError(f"{pair!r} is not KEY=VALUE")
+        if not key:
+            raise ConfError(f"{pair!r} has an empty key")
+        if not key.startswith("spark."):
+            raise ConfError(f"{key!r} is not a Spark setting (keys start with 'spark.')")
+        out[key] = value
+    return out
+
+
+def defaults_file(env: Mapping[str, str] | None = None) -> Path | None:
+    """The spark-defaults.conf spark-submit would read for this process, if there is one."""
+    env = os.environ if env is None else env
+    if env.get("SPARK_CONF_DIR"):
+        folder = Path(env["SPARK_CONF_DIR"])
+    elif env.get("SPARK_HOME"):
+        folder = Path(env["SPARK_HOME"]) / "conf"
+    else:
+        folder = _pyspark_home() / "conf"
+    path = folder / "spark-defaults.conf"
+    return path if path.is_file() else None
+
+
+def read_defaults(path: Path | None) -> dict[str, str]:
+    """The Spark settings of a spark-defaults.conf (Java properties: ``key value``,
+    ``key=value`` or ``key: value``; ``#`` and ``!`` start comments). Like Spark, only
+    keys starting with ``spark.`` count."""
+    if path is None:
+        return {}
+    out: dict[str, str] = {}
+    for raw in path.read_text(errors="replace").splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        m = re.match(r"^([^\s=:]+)\s*[\s=:]\s*(.*)$", line)
+        key, value = (m.group(1), m.group(2).strip()) if m else (line, "")
+        if key.startswith("spark."):
+            out[key] = value
+    return out
+
+
+def merged(ours: Mapping[str, str], from_file: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
+    """What the session builder passes: ours where nobody set the key, the user's always,
+    and list settings joined (ours, then the file's, then the user's)."""
+    out = {k: v for k, v in ours.items() if k not in from_file and k not in user}
+    out.update(user)
+    for key, sep in LISTS.items():
+        parts = [v for v in (ours.get(key), from_file.get(key), user.get(key)) if v]
+        if parts:
+            out[key] = sep.join(parts)
+    return out
+
+
+def resolve_master(flag: str | None, user: Mapping[str, str], from_file: Mapping[str, str]) -> str:
+    """--master, else spark.master from --conf or spark-defaults.conf, else local[*]."""
+    return flag or user.get(MASTER_KEY) or from_file.get(MASTER_KEY) or LOCAL_MASTER
+
+
+def is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def is_loopback(master: str) -> bool:
+    """A spark:// master whose every host is this machine's loopback (a local sandbox cluster)."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.rsplit(":", 1)[0] for h in master.removeprefix("spark://").split(",")]
+    return all(_LOOPBACK.match(h) for h in hosts)
+
+
+def executor_python(master: str, from_file: Mapping[str, str], user: Mapping[str, str],
+                    env: Mapping[str, str] | None = None) -> str | None:
+    """The Python the executors run. A local master's executors are this process's own
+    threads and their Python workers import brewstream as installed here: this
+    interpreter. Elsewhere the user's choice: spark.pyspark.python (--conf, then the
+    file), else PYSPARK_PYTHON; None leaves Spark's default (python3 on the executor's PATH)."""
+    if is_local(master):
+        return sys.executable
+    env = os.environ if env is None else env
+    return user.get(PYTHON_KEY) or from_file.get(PYTHON_KEY) or env.get("PYSPARK_PYTHON") or None
+
+
+def defaults_help() -> str:
+    """brewstream's defaults, for --help."""
+    return ", ".join(f"{k}={v}" for k, v in DEFAULTS.items())
+
+
+def _pyspark_home() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    return Path(spec.origin).parent if spec is not None and spec.origin else Path("/nonexistent")

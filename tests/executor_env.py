@@ -1,0 +1,56 @@
+"""A Python environment for Spark executors that has pyspark, pyarrow and orjson and
+nothing of brewstream: what a worker of a real cluster has.
+
+Built once into ``.cache/spark-executor-venv`` (pip's cache keeps the large pyspark
+wheel) and rebuilt only when its requirements change. Not ``--system-site-packages``:
+it must not see the packages of the interpreter it was made from.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".cache" / "spark-executor-venv"
+MARKER = VENV / ".installed"
+INSTALL_TIMEOUT_S = 900
+
+
+def requirements() -> list[str]:
+    # The executors' pyspark matches the driver's; pyarrow and orjson at any recent version.
+    return [f"pyspark=={importlib.metadata.version('pyspark')}", "pyarrow>=15", "orjson>=3.10"]
+
+
+def executor_python() -> Path:
+    """The environment's interpreter, built first when needed."""
+    want = "\n".join(requirements())
+    python = VENV / "bin" / "python"
+    if not (MARKER.exists() and MARKER.read_text() == want and python.exists()):
+        _build(want)
+    return python
+
+
+def _build(want: str) -> None:
+    base = getattr(sys, "_base_executable", sys.executable)  # the interpreter this venv was made from
+    MARKER.unlink(missing_ok=True)
+    _run([base, "-m", "venv", "--clear", str(VENV)])
+    _run([str(VENV / "bin" / "pip"), "install", "-q", *want.splitlines()])
+    _check()
+    MARKER.write_text(want)
+
+
+def _check() -> None:
+    """The environment has what executors need, and no brewstream."""
+    python = str(VENV / "bin" / "python")
+    _run([python, "-c", "import pyspark, pyarrow, orjson"])
+    probe = subprocess.run([python, "-c", "import service"], capture_output=True, text=True, cwd="/")
+    assert probe.returncode != 0, f"{VENV} can import brewstream's packages; it must not"
+
+
+def _run(args: list[str]) -> None:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd="/")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr[-2000:]}")

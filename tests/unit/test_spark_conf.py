@@ -1,0 +1,92 @@
+"""Spark settings: --conf parsing, spark-defaults.conf, who wins, which master and which
+Python the executors get."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.spark_conf import (
+    DEFAULTS,
+    ConfError,
+    defaults_file,
+    executor_python,
+    is_loopback,
+    merged,
+    parse_conf,
+    read_defaults,
+    resolve_master,
+)
+
+
+def test_conf_pairs_split_on_the_first_equals_and_a_later_key_wins() -> None:
+    pairs = ["spark.executor.memory=2g", "spark.executorEnv.OPTS=a=b", "spark.x=", "spark.executor.memory=1g"]
+    assert parse_conf(pairs) == {"spark.executor.memory": "1g", "spark.executorEnv.OPTS": "a=b", "spark.x": ""}
+
+
+@pytest.mark.parametrize(("pair", "says"), [
+    ("spark.executor.memory", "is not KEY=VALUE"),
+    ("=2g", "empty key"),
+    ("  =2g", "empty key"),
+    ("executor.memory=2g", "is not a Spark setting"),
+])
+def test_bad_conf_says_what_is_wrong(pair: str, says: str) -> None:
+    with pytest.raises(ConfError, match=says):
+        parse_conf([pair])
+
+
+def test_spark_defaults_conf_in_every_properties_form(tmp_path: Path) -> None:
+    path = tmp_path / "spark-defaults.conf"
+    path.write_text("# a comment\n! another\n\nspark.executor.memory   700m\nspark.a=1\nspark.b : x y\n"
+                    "spark.flag\nnot.spark 3\n   spark.indented\t\t4\n")
+    assert read_defaults(path) == {"spark.executor.memory": "700m", "spark.a": "1", "spark.b": "x y",
+                                   "spark.flag": "", "spark.indented": "4"}
+    assert read_defaults(None) == {}
+
+
+def test_the_defaults_file_is_found_like_spark_submit_does(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    assert defaults_file({"SPARK_CONF_DIR": str(conf)}) is None
+    (conf / "spark-defaults.conf").write_text("spark.a 1\n")
+    assert defaults_file({"SPARK_CONF_DIR": str(conf)}) == conf / "spark-defaults.conf"
+    assert defaults_file({"SPARK_HOME": str(tmp_path)}) == conf / "spark-defaults.conf"
+
+
+def test_user_conf_beats_the_file_which_beats_ours() -> None:
+    ours = {**DEFAULTS, "spark.jars": "/k/kafka.jar"}
+    from_file = {"spark.sql.shuffle.partitions": "7", "spark.executor.memory": "700m", "spark.jars": "/f/a.jar"}
+    user = {"spark.executor.memory": "600m", "spark.ui.enabled": "true", "spark.jars": "/u/b.jar"}
+    out = merged(ours, from_file, user)
+    # The file's keys are not passed at all: spark-submit reads the file itself.
+    assert "spark.sql.shuffle.partitions" not in out
+    assert out["spark.executor.memory"] == "600m"
+    assert out["spark.ui.enabled"] == "true"
+    assert out["spark.python.worker.reuse"] == DEFAULTS["spark.python.worker.reuse"]
+    # The Kafka source always travels; the others' jars are added.
+    assert out["spark.jars"] == "/k/kafka.jar,/f/a.jar,/u/b.jar"
+
+
+def test_master_comes_from_the_flag_then_conf_then_the_file() -> None:
+    assert resolve_master("local[2]", {"spark.master": "yarn"}, {"spark.master": "k8s://x"}) == "local[2]"
+    assert resolve_master(None, {"spark.master": "yarn"}, {"spark.master": "k8s://x"}) == "yarn"
+    assert resolve_master(None, {}, {"spark.master": "k8s://x"}) == "k8s://x"
+    assert resolve_master(None, {}, {}) == "local[*]"
+
+
+@pytest.mark.parametrize(("master", "loopback"), [
+    ("spark://127.0.0.1:7077", True), ("spark://localhost:7077", True), ("spark://127.0.0.1:1,localhost:2", True),
+    ("spark://10.0.0.5:7077", False), ("spark://127.0.0.1:1,db1:2", False), ("yarn", False), ("local[*]", False),
+])
+def test_loopback_masters(master: str, loopback: bool) -> None:
+    assert is_loopback(master) is loopback
+
+
+def test_executors_python_is_the_users_choice_off_local_masters() -> None:
+    cluster = "spark://h:7077"
+    assert executor_python("local[2]", {"spark.pyspark.python": "/x"}, {}, {"PYSPARK_PYTHON": "/y"}) == sys.executable
+    assert executor_python(cluster, {"spark.pyspark.python": "/file"}, {"spark.pyspark.python": "/conf"},
+                           {"PYSPARK_PYTHON": "/env"}) == "/conf"
+    assert executor_python(cluster, {"spark.pyspark.python": "/file"}, {}, {"PYSPARK_PYTHON": "/env"}) == "/file"
+    assert executor_python(cluster, {}, {}, {"PYSPARK_PYTHON": "/env"}) == "/env"
+    assert executor_python(cluster, {}, {}, {}) is None  # Spark's own default, never the driver's path
