@@ -131,6 +131,11 @@ def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSin
         reader = reader.option("startingOffsets", offsets)
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    if cfg.min_partitions:
+        # More tasks than Kafka partitions: Spark splits each partition's offset range.
+        # Each task still returns partial rows for its own range only, so the merge on
+        # the driver is the same (and as exact) whatever the split.
+        reader = reader.option("minPartitions", str(cfg.min_partitions))
     writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
               .option("checkpointLocation", str(cfg.checkpoint_dir)))
     if cfg.available_now:
