@@ -28,6 +28,9 @@ DEFAULTS: dict[str, str] = {
     "spark.python.worker.reuse": "true",
     # Adaptive execution does not apply to streaming queries; Spark warns on every start.
     "spark.sql.adaptive.enabled": "false",
+    # Rows reach the Python workers as Arrow batches of 10,000 rows; ten thousand 1 MB
+    # records would be a 10 GB batch. Cut a batch at 32 MiB too (whichever comes first).
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
 }
 # Settings whose value is a list: brewstream's entries come first and the user's are
 # added, never replaced (spark.jars carries the Kafka source, which every query needs).
