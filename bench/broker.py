@@ -11,16 +11,17 @@ from topics.kafka import KafkaConnection, require_broker
 
 
 @contextmanager
-def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[KafkaConnection]:
-    """A sandbox broker for the duration of the block, or an existing one when given."""
+def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[tuple[KafkaConnection, int | None]]:
+    """A sandbox broker for the duration of the block, or an existing one when given; with
+    the broker's pid when it is ours (its CPU time is part of a run's cost)."""
     if bootstrap is not None:
         conn = KafkaConnection(bootstrap)
         require_broker(conn)
-        yield conn
+        yield conn, None
         return
     box = Sandbox(free_port(), data_dir)
     up(box)
     try:
-        yield KafkaConnection(box.bootstrap)
+        yield KafkaConnection(box.bootstrap), int(box.pid_file.read_text())
     finally:
         down(box)

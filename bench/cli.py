@@ -31,6 +31,16 @@ def _caps(text: str) -> tuple[int | None, ...]:
     return tuple(out)
 
 
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(sorted(float(w) for w in _words(text)))
+    except ValueError:
+        raise click.BadParameter(f"--sustained-fractions wants numbers separated by commas, got {text!r}") from None
+    if not values or values[0] <= 0:
+        raise click.BadParameter("--sustained-fractions wants at least one fraction above 0")
+    return values
+
+
 def _words(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
@@ -66,6 +76,11 @@ def _words(text: str) -> tuple[str, ...]:
               help="Seconds fed before each latency measurement starts (not counted).")
 @click.option("--triggers", default="0ms,100ms,250ms,500ms", show_default=True,
               help="Trigger intervals probed, fastest first, for the fastest that keeps up.")
+@click.option("--sustained-fractions", default="0.3,0.45,0.6,0.75,0.9", show_default=True,
+              help="Input rates stepped through by the sustained scenario, as fractions of the plain "
+                   "consumer's read rate, lowest first.")
+@click.option("--sustained-seconds", type=click.FloatRange(min=3), default=60.0, show_default=True,
+              help="How long each sustained-rate step is held.")
 @click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
               help="brewstream's --flush (top-N snapshot interval) in the latency runs.")
 @click.option("--poll", "poll_s", type=DURATION, default="25ms", show_default=True,
@@ -84,10 +99,11 @@ def _words(text: str) -> tuple[str, ...]:
 def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, ours_masters: str,
           scaling_orders: int, scaling_min_partitions: int, changelog_records: int, changelog_keys: int,
           latency_rate: int, latency_seconds: float,
-          probe_seconds: float | None, warmup_seconds: float, triggers: str, flush_s: float, poll_s: float,
+          probe_seconds: float | None, warmup_seconds: float, triggers: str, sustained_fractions: str,
+          sustained_seconds: float, flush_s: float, poll_s: float,
           profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
           output: Path, label: str) -> None:
-    """Ingest, restore, latency and recovery of brewstream against a plain consumer and Quix Streams."""
+    """Ingest, restore, latency, sustained rate and recovery of brewstream against a plain consumer and Quix Streams."""
     from bench.runner import run
 
     chosen = _words(scenarios)
@@ -104,6 +120,7 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, our
         probe_seconds=probe_seconds if probe_seconds is not None else min(15.0, latency_seconds),
         warmup_seconds=warmup_seconds,
         trigger_candidates=tuple(sorted(parse_duration(t) for t in _words(triggers))),
+        sustained_fractions=_fractions(sustained_fractions), sustained_seconds=sustained_seconds,
         flush_s=flush_s, poll_s=poll_s, profile=profile, quix_python=quix_python, bootstrap=bootstrap,
         work_dir=work_dir, keep_work=keep_work, output=output, label=label,
     )

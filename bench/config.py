@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
 DEFAULT_WORK = REPO / ".sandbox" / "bench"
-SCENARIOS = ("ingest", "restore", "latency", "recovery")
+SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery")
 # Run only when named in --scenarios: it starts a Spark cluster and adds about ten minutes.
 OPTIONAL_SCENARIOS = ("scaling",)
 
@@ -41,6 +41,9 @@ class BenchConfig:
     flush_s: float = 5.0
     poll_s: float = 0.025
     kill_after_batches: int = 3
+    # The sustained-rate steps, as fractions of the plain consumer's read rate.
+    sustained_fractions: tuple[float, ...] = (0.3, 0.45, 0.6, 0.75, 0.9)
+    sustained_seconds: float = 60.0
     scaling_orders: int = 300_000
     scaling_min_partitions: int | None = 4
     profile: bool = True

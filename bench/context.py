@@ -29,6 +29,7 @@ class BenchContext:
     conn: KafkaConnection
     work: Path
     stamp: str
+    broker_pid: int | None = None
     _n: int = 0
     _t0: float = field(default_factory=time.monotonic)
 

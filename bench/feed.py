@@ -78,3 +78,62 @@ class PacedFeed(threading.Thread):
     @property
     def last_index(self) -> int:
         return self.start_index + self.sent
+
+
+class SteppedFeed(threading.Thread):
+    """Orders at a rate that can be raised while it runs, remembering only how many were
+    sent: the sustained-rate scenario produces millions, and it checks delivery at the
+    end by comparing the store's order count with ``sent``; the producer reports failed
+    deliveries only (``delivery.report.only.error``), so a good record costs no callback."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, stream: OrderStream) -> None:
+        super().__init__(name="stepped-feed", daemon=True)
+        self.topic = topic
+        self.stream = stream
+        self.rate = 0
+        self._producer = conn.producer({"linger.ms": 5, "batch.size": 1_000_000, "enable.idempotence": True,
+                                        "acks": "all", "delivery.report.only.error": True,
+                                        "on_delivery": self._delivered})
+        self.sent = 0
+        self.failed = 0
+        self.halt = threading.Event()
+        self.error = ""
+
+    def run(self) -> None:
+        try:
+            self._feed()
+        except Exception as exc:
+            self.error = str(exc)
+
+    def _feed(self) -> None:
+        produce, topic, record = self._producer.produce, self.topic, self.stream.record
+        next_tick = time.monotonic()
+        owed = 0.0  # records due but not yet sent: a rate that is not a multiple of the tick
+        while not self.halt.is_set():
+            owed += self.rate * TICK_S
+            due = int(owed)
+            owed -= due
+            i = self.sent
+            for j in range(i, i + due):
+                key, value = record(j)
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    produce_waiting(self._producer, topic, key, value)
+            self.sent = i + due
+            self._producer.poll(0)
+            next_tick += TICK_S
+            delay = next_tick - time.monotonic()
+            if delay > 0:
+                self.halt.wait(delay)
+            elif delay < -1.0:  # a second behind: the feed itself is the limit; do not burst
+                next_tick = time.monotonic()
+        self.failed += self._producer.flush(60)  # records still undelivered after a minute
+
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            self.failed += 1
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()

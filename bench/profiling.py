@@ -26,10 +26,10 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker set-up: import caches of pyspark.zip", ("setup_spark_files (",)),
     ("Spark session start (build_session)", ("build_session (",)),
     ("order parsing: count_drinks", ("count_drinks (",)),
-    ("highest offsets: _track_highest", ("_track_highest (",)),
+    ("highest offsets: track_highest", ("track_highest (",)),
     ("partial_counts loop", ("partial_counts (",)),
     ("Arrow (de)serialisation", ("serializers.py)",)),
-    ("sink: changelog + store", ("service/changelog.py)", "service/store.py)")),
+    ("sink: changelog + store", ("restorer/changelog.py)", "restorer/store.py)", "restorer/commit.py)")),
     ("py4j calls to the JVM", ("py4j/",)),
 )
 _PROCESS = re.compile(r'^process \d+:"(.*)"$', re.S)

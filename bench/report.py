@@ -83,6 +83,8 @@ def sections(results: dict[str, Any]) -> list[Section]:
         out.append(_restore(results["restore"]))
     if "latency" in results:
         out.append(_latency(results["latency"]))
+    if "sustained" in results:
+        out.append(_sustained(results["sustained"]))
     if "recovery" in results:
         out.append(_recovery(results["recovery"]))
     return out
@@ -137,6 +139,16 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
     parts = ", ".join(f"{k} {_mib(v)} MiB" for k, v in sorted(ours["rss_parts_at_peak"].items()))
     main.notes.append(f"brewstream's process tree at its peak (root = Python driver, jvm = Spark, children = Python "
                       f"workers): {parts}")
+    cpu = ours["detail"].get("cpu_s")
+    if cpu:
+        total = sum(cpu.values())
+        main.notes.append(f"CPU seconds of brewstream's first run, by process (whole run, start-up included; "
+                          f"wall {ours['wall_s']:.1f}s): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+                          + f"; {total:.1f} in all")
+    catch = r.get("catch_up")
+    sections = [main]
+    if catch:
+        sections.append(_catch_up(catch, r["systems"]))
     sweep = Section("brewstream settings tried (one run each; the best is repeated above)",
                     ["settings", "orders/s", "after 1st batch", "start-up s", "batches", "1st batch s", "aggregate s",
                      "changelog s", "store s", "between batches s"])
@@ -146,7 +158,7 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
         sweep.rows.append([run["settings"], _n(run["orders_per_s"]), "-" if warm is None else _n(warm),
                            _s(run["startup_s"]), str(d["batches"]), _s(d["first_batch_s"]), _s(d["aggregate_s"]),
                            _s(d["changelog_s"]), _s(d["store_s"]), _s(d["between_batches_s"])])
-    out = [main, sweep]
+    out = [*sections, sweep]
     profile = r.get("profile")
     if profile and "roles" in profile:
         for role, data in profile["roles"].items():
@@ -158,6 +170,16 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
                 sec.rows.append([name, f"{seconds:.1f}", f"{share * 100:.1f}"])
             out.append(sec)
     return out
+
+
+def _catch_up(c: dict[str, Any], systems: dict[str, Any]) -> Section:
+    sec = Section("Catch-up from a cold start: orders / (wall - wall over an empty input), median (min..max)",
+                  ["system", "orders/s", "wall s", "empty-input wall s"])
+    for name, rate in c["orders_per_s"].items():
+        sec.rows.append([name, spread(rate, _n), spread(systems[name]["wall_s"], _s), _s(c["empty_wall_s"][name])])
+    sec.notes.append("ratios: " + ", ".join(f"{k} = {_x(v)}" for k, v in c["ratios"].items())
+                     + "; the empty-input wall is each system's start-up and shutdown alone")
+    return sec
 
 
 def spread_n(s: Summary | dict[str, Any]) -> int:
@@ -201,6 +223,28 @@ def _latency(r: dict[str, Any]) -> Section:
     sec.notes.append(f"fastest trigger that keeps up: {r['fastest_keeping_up'] or 'none of those probed'} "
                      f"(probes: {probes}); snapshots every {r['flush_s']:.0f} s, store polled every "
                      f"{r['poll_s'] * 1000:.0f} ms")
+    return sec
+
+
+def _sustained(r: dict[str, Any]) -> Section:
+    sec = Section(f"Sustained input rate, default flags: steps of {r['seconds_per_step']:.0f}s, lag = produced - "
+                  "counted in the committed store",
+                  ["step", "target orders/s", "produced orders/s", "max lag", "lag growth/s", "batches",
+                   "orders/batch", "batch s", "verdict"])
+    for s in r["steps"]:
+        verdict = "sustained" if s["sustained"] else "feed-limited" if s["feed_limited"] else "falls behind"
+        sec.rows.append([f"{s['fraction']:.2f}x plain", _n(s["rate"]), _n(s["achieved_rate"]), _n(s["max_lag"]),
+                         _n(s["lag_growth_per_s"]),
+                         str(s["batches"]), _n(s["mean_batch_orders"]), _s(s["mean_batch_s"]), verdict])
+    for s in r["steps"][-2:]:
+        if s.get("cpu_s"):
+            sec.notes.append(f"CPU seconds over the {s['fraction']:.2f}x step, by process: "
+                             + ", ".join(f"{k} {v:.1f}" for k, v in s["cpu_s"].items()))
+    best = r["highest_sustained_orders_per_s"]
+    sec.notes.append(f"plain consumer's read rate in this run {_n(r['plain_read_orders_per_s'])}/s; highest sustained "
+                     f"{'-' if best is None else _n(best)}/s = {_x(r['ratio_to_plain'])}; the steps stopped at: "
+                     f"{r['limited_by']}; {r['orders_counted']:,} orders produced, all counted; peak RSS "
+                     f"{_mib(r['peak_rss_bytes'])} MiB")
     return sec
 
 

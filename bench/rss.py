@@ -1,9 +1,14 @@
-"""Peak resident memory of a whole process tree, sampled with psutil.
+"""Peak resident memory and CPU time of a whole process tree, sampled with psutil.
 
 RSS is summed over the root process and every descendant, so for brewstream it covers
 the Python driver, the Spark JVM it launched and the Python workers the JVM forks.
 Pages shared between forked workers are counted once per process, as RSS does; the
 figure is an upper bound of what the tree holds.
+
+CPU time (user + system) is kept per process at its last sample and summed by role:
+the driver (the root), the JVM, the Python workers (PySpark's daemon and what it forks)
+and anything else. A process that exits between two samples loses at most one
+interval's worth.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ class RssSampler:
         self.pid = pid
         self.peak = 0
         self.peak_parts: dict[str, int] = {}
+        self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds at its last sample)
         self._every = Every(interval_s, self.sample, f"rss-{pid}")
 
     def start(self) -> None:
@@ -32,14 +38,22 @@ class RssSampler:
         self._every.stop()
 
     def sample(self) -> None:
-        parts = tree_rss(self.pid)
+        parts = tree_rss(self.pid, self._cpu)
         total = sum(parts.values())
         if total > self.peak:
             self.peak, self.peak_parts = total, parts
 
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds by role so far."""
+        out: dict[str, float] = {}
+        for role, seconds in self._cpu.values():
+            out[role] = out.get(role, 0.0) + seconds
+        return {role: round(s, 2) for role, s in sorted(out.items())}
 
-def tree_rss(pid: int) -> dict[str, int]:
-    """RSS by role: the root process, JVMs, and every other descendant."""
+
+def tree_rss(pid: int, cpu: dict[int, tuple[str, float]] | None = None) -> dict[str, int]:
+    """RSS by role: the root process, JVMs, and every other descendant; with ``cpu``, also
+    each process's CPU seconds by its role (driver, jvm, python workers, other)."""
     parts: dict[str, int] = {}
     try:
         root = psutil.Process(pid)
@@ -51,4 +65,24 @@ def tree_rss(pid: int) -> dict[str, int]:
         with contextlib.suppress(psutil.Error):
             role = "root" if proc.pid == pid else ("jvm" if proc.name() == "java" else "children")
             parts[role] = parts.get(role, 0) + proc.memory_info().rss
+            if cpu is not None:
+                times = proc.cpu_times()
+                cpu[proc.pid] = (_cpu_role(proc, pid), times.user + times.system)
     return parts
+
+
+def _cpu_role(proc: psutil.Process, root: int) -> str:
+    if proc.pid == root:
+        return "driver"
+    if proc.name() == "java":
+        return "jvm"
+    return "python workers" if "pyspark.daemon" in " ".join(proc.cmdline()) else "other"
+
+
+def cpu_seconds(pid: int) -> float:
+    """One process's CPU seconds so far (the broker's, around a run)."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system

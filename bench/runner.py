@@ -12,12 +12,12 @@ from bench import report
 from bench.broker import broker
 from bench.config import BenchConfig
 from bench.context import BenchContext
-from bench.dataset import order_stream
-from bench.kafka_topics import delete_containing
+from bench.dataset import order_stream, produce_backlog
+from bench.kafka_topics import create_pipeline, delete_containing
 from bench.machine import describe
 from bench.procs import kill_all
-from bench.scenarios import ingest, latency, recovery, restore, scaling
-from bench.systems import quix
+from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained
+from bench.systems import plain, quix
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
@@ -36,8 +36,8 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         "load_average_start": os.getloadavg(),
     }
     try:
-        with broker(work / "kafka", cfg.bootstrap) as conn:
-            ctx = BenchContext(cfg, conn, work, stamp)
+        with broker(work / "kafka", cfg.bootstrap) as (conn, broker_pid):
+            ctx = BenchContext(cfg, conn, work, stamp, broker_pid)
             ctx.say(f"broker at {conn.bootstrap}; work dir {work}")
             try:
                 _scenarios(ctx, results)
@@ -66,11 +66,23 @@ def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
         results["scaling"] = scaling.run(ctx)
     if cfg.wants("restore"):
         results["restore"] = restore.run(ctx)
-    if cfg.wants("latency") or cfg.wants("recovery"):
+    if cfg.wants("latency") or cfg.wants("recovery") or cfg.wants("sustained"):
         need = latency.stream_length(ctx)
         ctx.say(f"generating {need:,} orders for the fed scenarios")
         stream = order_stream(cfg.seed, need)
         if cfg.wants("latency"):
             results["latency"] = latency.run(ctx, stream)
+        if cfg.wants("sustained"):
+            results["sustained"] = sustained.run(ctx, stream, _plain_rate(ctx, results))
         if cfg.wants("recovery"):
             results["recovery"] = recovery.run(ctx, stream)
+
+
+def _plain_rate(ctx: BenchContext, results: dict[str, Any]) -> float:
+    """The plain consumer's read rate of this run: from the ingest scenario, or read now."""
+    if "ingest" in results:
+        return float(results["ingest"]["systems"]["baseline"]["orders_per_s"].median)
+    topics = ctx.topics("sustained-baseline")
+    create_pipeline(ctx.conn, topics, ctx.cfg.partitions)
+    backlog = produce_backlog(ctx.conn, topics.orders, ctx.cfg.orders, ctx.cfg.seed)
+    return plain.ingest(ctx, backlog).orders_per_s

@@ -34,5 +34,5 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def ratio(a: float, b: float) -> float | None:
-    return a / b if b else None
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None

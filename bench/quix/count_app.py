@@ -51,7 +51,10 @@ def main() -> None:
     sdf = sdf.apply(items_of, expand=True)
     sdf = sdf.group_by("drink")
     sdf = sdf.apply(add, stateful=True)
-    app.run(count=args.items, collect=False)
+    if args.items:
+        app.run(count=args.items, collect=False)
+    else:  # an empty input (the catch-up baseline): stop once nothing came for --idle-s
+        app.run(timeout=args.idle_s, collect=False)
     done = time.monotonic()
     print("RESULT " + orjson.dumps({"counts": totals, "first": stamps.get("first"), "done": done}).decode(),
           flush=True)
@@ -65,6 +68,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--state-dir", required=True)
     p.add_argument("--guarantee", choices=("exactly-once", "at-least-once"), required=True)
     p.add_argument("--items", type=int, required=True, help="order items in the backlog: the stop count")
+    p.add_argument("--idle-s", type=float, default=1.0, help="with --items 0: stop after this long without a message")
     return p.parse_args()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.context import BenchContext, DaemonDirs
 from bench.errors import BenchError
 from bench.procs import Child, run_to_end
+from bench.rss import cpu_seconds
 from bench.runs import IngestRun, RestoreRun, require_same
 from restorer.codec import StoreState
 from restorer.reader import RESTORED
@@ -96,12 +97,18 @@ def read_store(dirs: DaemonDirs) -> StoreState | None:
 
 
 def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict[str, int],
-           prefix_args: list[str] | None = None, name: str = "ours-ingest") -> IngestRun:
+           prefix_args: list[str] | None = None, name: str = "ours-ingest", allow_empty: bool = False) -> IngestRun:
     """``brewstream run --available-now`` from an empty state dir over the whole backlog."""
     dirs = ctx.dirs(name)
     args = [*(prefix_args or []), *run_args(ctx, topics, dirs, settings, available_now=True)]
+    broker_before = cpu_seconds(ctx.broker_pid) if ctx.broker_pid else None
     child = run_to_end(name, args, ctx.log(name), INGEST_TIMEOUT_S)
+    cpu = child.rss.cpu_s()
+    if broker_before is not None and ctx.broker_pid:
+        cpu["broker"] = round(cpu_seconds(ctx.broker_pid) - broker_before, 2)
     done = batches(child)
+    if allow_empty and not done:  # an empty input: only the wall time says anything
+        return IngestRun("ours", settings.label, 0, 0.0, 0.0, child.wall_s, child.rss.peak, child.rss.peak_parts)
     if not done:
         raise BenchError(f"{name} committed no batch; see {child.log_path}")
     state = read_store(dirs)
@@ -124,6 +131,7 @@ def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict
         "first_batch_s": done[0].t - done[0].started,
         "after_first_batch_orders_per_s": (sum(b.orders for b in done[1:]) / (last - done[0].t)
                                            if len(done) > 1 and last > done[0].t else None),
+        "cpu_s": cpu,  # by process, over the whole run (start-up included)
     }
     orders = state.processed_orders
     return IngestRun("ours", settings.label, orders, last - first, first - child.started,

@@ -39,17 +39,19 @@ def count_drinks(raw: bytes | None, *, max_name_bytes: int = MAX_NAME_BYTES) -> 
     if not raw:
         raise BadOrder("empty value")
     try:
-        return _count(orjson.loads(raw), max_name_bytes)
+        return count_order(orjson.loads(raw), max_name_bytes)
     except orjson.JSONDecodeError:
         pass
     except BadOrder as exc:
         # orjson reads integers beyond 64 bits as floats; the stdlib parser keeps them
         # exact, so the reason names the real fault. Only rejected orders pay for this.
-        raise BadOrder(exact_reason(raw, lambda doc: _count(doc, max_name_bytes), BadOrder) or str(exc)) from None
-    raise BadOrder(refused_reason(raw, lambda doc: _count(doc, max_name_bytes), BadOrder))
+        raise BadOrder(exact_reason(raw, lambda doc: count_order(doc, max_name_bytes), BadOrder) or str(exc)) from None
+    raise BadOrder(refused_reason(raw, lambda doc: count_order(doc, max_name_bytes), BadOrder))
 
 
-def _count(doc: object, max_name_bytes: int) -> dict[str, int]:
+def count_order(doc: object, max_name_bytes: int) -> dict[str, int]:
+    """The drinks of one parsed order, or ``BadOrder``. ``count_drinks`` is the entry
+    point; this is its check of the parsed document, for a caller that parsed it."""
     if not isinstance(doc, dict):
         raise BadOrder("not a JSON object")
     for name in ("order_id", "shop_id"):

@@ -4,10 +4,12 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from service.drink_count.aggregate import merge_partials, partial_counts
 from service.drink_count.orders import BadOrder, count_drinks
 from service.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
@@ -369,6 +371,22 @@ def check_total(parse: Callable[[], object], bad: type[Exception]) -> object | N
 def check_order(raw: bytes | None) -> None:
     got = check_total(lambda: count_drinks(raw), BadOrder)
     assert got == oracle_counts(raw), raw[:300] if raw else raw
+    check_task_path(raw, got)
+
+
+def check_task_path(raw: bytes | None, expected: object | None) -> None:
+    """What a Spark task makes of the record (partial_counts, which parses the clean
+    majority on a shorter path) agrees with count_drinks: the same counts, or the same
+    bad-order reason."""
+    values = pa.array([raw], pa.binary())
+    batch = pa.RecordBatch.from_arrays([pa.array([b"k"], pa.binary()), values, pa.array([0], pa.int32()),
+                                        pa.array([7], pa.int64())], names=["key", "value", "partition", "offset"])
+    agg = merge_partials(next(iter(partial_counts(iter([batch])))).to_pylist())
+    if expected is None:
+        reason = reason_of(raw) if raw is not None else "null value"
+        assert agg.deltas == {} and agg.good_orders == 0 and [b.reason for b in agg.bad] == [reason]
+    else:
+        assert agg.bad == [] and agg.good_orders == 1 and agg.deltas == expected
 
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,197 @@
+"""Scenario: the highest input rate a daemon with default flags sustains.
+
+One daemon (default trigger, no cap on offsets per batch) runs on fresh topics. Once
+one order proves it up, it is warmed at a tenth of the plain rate for ``WARMUP_S`` (a
+sustained rate is a steady state: the cold batches belong to the catch-up figure), then
+orders are produced at a steady rate in steps, each a fraction
+of the plain consumer's read rate measured in the same benchmark run (``--sustained-
+fractions``), each held for ``--sustained-seconds``. Lag (orders produced minus the
+orders the committed store has counted) is sampled four times a second.
+
+A step is sustained when the feed reached 95% of its rate and the lag stayed bounded:
+over the step's last two thirds (the first is the daemon adapting its batch size to the
+new rate), the least-squares slope of lag against time is at most 5% of the input rate.
+Lag is a saw-tooth (it grows between commits and drops at each); a daemon that falls
+behind takes ever larger batches and the teeth climb, which the slope shows. The steps
+stop at the first one that is not sustained, or that the feed itself cannot produce. At
+the end the store must have counted every order produced: the benchmark stops otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.context import BenchContext
+from bench.dataset import OrderStream
+from bench.errors import BenchError
+from bench.feed import SteppedFeed
+from bench.kafka_topics import create_pipeline
+from bench.procs import Child
+from bench.rss import cpu_seconds
+from bench.storewatch import StoreWatcher
+from bench.systems import ours
+from topics.clock import wait_until
+
+READY_TIMEOUT_S = 300.0
+SAMPLE_S = 0.25
+CATCH_UP_TIMEOUT_S = 300.0
+FEED_SHORTFALL = 0.95  # below this share of its rate the feed, not the daemon, is the limit
+WARMUP_S = 20.0
+WARMUP_FRACTION = 0.1
+MAX_GROWTH = 0.05  # lag may grow by at most this share of the input rate
+
+
+@dataclass
+class Step:
+    rate: int
+    fraction: float
+    produced: int
+    seconds: float
+    lags: list[tuple[float, int]]  # (seconds into the step, lag in orders)
+    batches: int
+    mean_batch_orders: float
+    mean_batch_s: float
+    cpu_s: dict[str, float]  # CPU seconds over the step, by process
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.produced / self.seconds if self.seconds else 0.0
+
+    @property
+    def feed_limited(self) -> bool:
+        return self.achieved_rate < FEED_SHORTFALL * self.rate
+
+    @property
+    def lag_growth(self) -> float:
+        """Orders of lag added per second over the step's last two thirds."""
+        return lag_slope(self.lags[len(self.lags) // 3:])
+
+    @property
+    def bounded(self) -> bool:
+        return len(self.lags) >= 6 and self.lag_growth <= MAX_GROWTH * self.rate
+
+    @property
+    def sustained(self) -> bool:
+        return not self.feed_limited and self.bounded
+
+    @property
+    def max_lag(self) -> int:
+        return max((lag for _t, lag in self.lags), default=0)
+
+
+def lag_slope(samples: list[tuple[float, int]]) -> float:
+    """The least-squares slope of lag (orders) against time (seconds)."""
+    n = len(samples)
+    if n < 2:
+        return 0.0
+    mt = sum(t for t, _ in samples) / n
+    ml = sum(lag for _, lag in samples) / n
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    return sum((t - mt) * (lag - ml) for t, lag in samples) / var if var else 0.0
+
+
+def run(ctx: BenchContext, stream: OrderStream, plain_rate: float) -> dict[str, Any]:
+    cfg = ctx.cfg
+    topics = ctx.topics("sustained")
+    create_pipeline(ctx.conn, topics, cfg.partitions)
+    dirs = ctx.dirs("sustained")
+    watcher = StoreWatcher(dirs.store, topics.orders, SAMPLE_S)
+    watcher.start()
+    daemon = ours.start_daemon(ctx, topics, dirs, ours.Settings(), "sustained-daemon")
+    feed = SteppedFeed(ctx.conn, topics.orders, stream)
+    steps: list[Step] = []
+    try:
+        def counted() -> int:
+            return watcher.latest.processed if watcher.latest else 0
+
+        feed.rate = 1
+        feed.start()
+        wait_until(lambda: counted() >= 1, READY_TIMEOUT_S, "the daemon's first batch", every=SAMPLE_S,
+                   give_up=daemon.exit_reason)
+        feed.rate = round(plain_rate * WARMUP_FRACTION)
+        time.sleep(WARMUP_S)  # a fixed warm-up period, not a wait for a condition
+        wait_until(lambda: feed.sent - counted() <= feed.rate * 2, CATCH_UP_TIMEOUT_S, "the warm-up lag to drain",
+                   every=SAMPLE_S, give_up=daemon.exit_reason)
+        for fraction in cfg.sustained_fractions:
+            step = _step(ctx, feed, daemon, counted, round(plain_rate * fraction), fraction)
+            steps.append(step)
+            ctx.say(f"sustained: {step.rate:,}/s ({fraction:.2f}x plain): produced {step.achieved_rate:,.0f}/s, "
+                    f"lag max {step.max_lag:,} growing {step.lag_growth:,.0f}/s, "
+                    f"{step.batches} batches of {step.mean_batch_orders:,.0f} orders in "
+                    f"{step.mean_batch_s:.2f}s; "
+                    + ("sustained" if step.sustained else "feed-limited" if step.feed_limited else "falls behind")
+                    + "; CPU-s " + ", ".join(f"{k} {v}" for k, v in step.cpu_s.items()))
+            if not step.sustained:
+                break
+        feed.stop()
+        if feed.error or feed.failed:
+            raise BenchError(f"the sustained feed lost records: {feed.failed} failed {feed.error}")
+        wait_until(lambda: counted() >= feed.sent, CATCH_UP_TIMEOUT_S, "the store to count every order produced",
+                   every=SAMPLE_S, give_up=daemon.exit_reason)
+        if counted() != feed.sent:
+            raise BenchError(f"the store counted {counted():,} orders of {feed.sent:,} produced")
+    finally:
+        feed.halt.set()
+        daemon.terminate()
+        code = daemon.finish(120)
+        watcher.stop()
+    if code != 0:
+        raise BenchError(f"the sustained-rate daemon exited {code} on SIGTERM; see {daemon.log_path}")
+    best = max((s for s in steps if s.sustained), key=lambda s: s.rate, default=None)
+    return {
+        "plain_read_orders_per_s": plain_rate,
+        "seconds_per_step": cfg.sustained_seconds,
+        "steps": [_step_dict(s) for s in steps],
+        "highest_sustained_orders_per_s": best.rate if best else None,
+        "ratio_to_plain": best.rate / plain_rate if best else None,
+        "limited_by": "feed" if steps and steps[-1].feed_limited else "daemon" if steps and not steps[-1].sustained
+        else "none (every step sustained)",
+        "orders_counted": feed.sent,
+        "peak_rss_bytes": daemon.rss.peak,
+    }
+
+
+def _step(ctx: BenchContext, feed: SteppedFeed, daemon: Child, counted: Callable[[], int], rate: int,
+          fraction: float) -> Step:
+    seconds = ctx.cfg.sustained_seconds
+    cpu_before = _cpu(ctx, daemon)
+    after = len(daemon.lines)
+    start_sent = feed.sent
+    feed.rate = rate
+    t0 = time.monotonic()
+    lags: list[tuple[float, int]] = []
+    while (now := time.monotonic()) - t0 < seconds:
+        if daemon.exit_reason():
+            raise BenchError(f"the sustained-rate daemon stopped: {daemon.exit_reason()}; see {daemon.log_path}")
+        lags.append((now - t0, max(0, feed.sent - counted())))
+        time.sleep(SAMPLE_S)  # a sampling period, not a wait for a condition
+    produced = feed.sent - start_sent
+    daemon.rss.sample()
+    cpu_after = _cpu(ctx, daemon)
+    done = ours.batches(daemon, after)
+    return Step(rate, fraction, produced, time.monotonic() - t0, lags, len(done),
+                sum(b.orders for b in done) / max(1, len(done)),
+                sum(b.t - b.started for b in done) / max(1, len(done)),
+                {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in cpu_after.items()})
+
+
+def _cpu(ctx: BenchContext, daemon: Child) -> dict[str, float]:
+    """CPU seconds so far: the daemon's processes by role, the broker, and this process
+    (the feed and the store watcher)."""
+    out = dict(daemon.rss.cpu_s())
+    if ctx.broker_pid:
+        out["broker"] = cpu_seconds(ctx.broker_pid)
+    out["feed (bench harness)"] = cpu_seconds(os.getpid())
+    return out
+
+
+def _step_dict(s: Step) -> dict[str, Any]:
+    return {"rate": s.rate, "fraction": s.fraction, "achieved_rate": s.achieved_rate, "max_lag": s.max_lag,
+            "lag_growth_per_s": s.lag_growth,
+            "bounded": s.bounded, "feed_limited": s.feed_limited, "sustained": s.sustained, "batches": s.batches,
+            "mean_batch_orders": s.mean_batch_orders, "mean_batch_s": s.mean_batch_s, "cpu_s": s.cpu_s,
+            "lag_samples": s.lags[:: max(1, len(s.lags) // 40)]}
