@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.run_defaults import DEFAULT_TRIGGER_S
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
@@ -36,7 +38,7 @@ class BenchConfig:
     latency_seconds: float = 60.0
     probe_seconds: float = 15.0
     warmup_seconds: float = 5.0
-    default_trigger_s: float = 1.0
+    default_trigger_s: float = DEFAULT_TRIGGER_S
     trigger_candidates: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
     flush_s: float = 5.0
     poll_s: float = 0.025

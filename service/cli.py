@@ -14,6 +14,7 @@ from service.cli_common import CONTEXT, F, kafka_options, topic_prefix_option
 from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
+from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.signals import stop_on_signals
 from service.spark_cluster_cmd import spark_cluster
 from service.spark_options import master_of, spark_options, spark_run_args
@@ -198,10 +199,11 @@ def pipeline_options(name: str) -> Callable[[F], F]:
             click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
                          default=Path(f"state/checkpoints/{name}"), show_default=True,
                          help="Spark's checkpoint folder for the query."),
-            click.option("--trigger", "trigger_s", type=DURATION, default="1s", show_default=True,
-                         help="Micro-batch interval."),
-            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=1_000_000,
+            click.option("--trigger", "trigger_s", type=DURATION, default=f"{round(DEFAULT_TRIGGER_S * 1000)}ms",
                          show_default=True,
+                         help="Micro-batch interval."),
+            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
+                         default=DEFAULT_MAX_OFFSETS_PER_TRIGGER, show_default=True,
                          help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),
             click.option("--available-now", is_flag=True,
                          help="Process the backlog present at start, print a final report and exit 0."),

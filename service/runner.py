@@ -39,6 +39,7 @@ from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Le
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
 from service.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
+from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
 from service.spark_session import build_session, warm_python_workers
@@ -52,10 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brewstream")
 
-# Default cap on records per micro-batch: with it, no backlog can make one batch too big
-# for the driver (its bad records travel as positions once a task's budget is spent).
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -64,7 +61,7 @@ class RunConfig:
     conn: KafkaConnection
     state_dir: Path
     checkpoint_dir: Path
-    trigger_s: float = 1.0
+    trigger_s: float = DEFAULT_TRIGGER_S
     max_offsets_per_trigger: int | None = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     available_now: bool = False
     master: str = "local[*]"

@@ -20,6 +20,7 @@ from restorer.reader import RESTORED
 from restorer.store import Store
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.query import READY_PATTERN
+from service.run_defaults import DEFAULT_TRIGGER_S
 from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")
@@ -31,7 +32,7 @@ INGEST_TIMEOUT_S = 3600.0
 @dataclass(frozen=True)
 class Settings:
     max_offsets_per_trigger: int | None = None
-    trigger_s: float = 1.0
+    trigger_s: float = DEFAULT_TRIGGER_S
     master: str = "local[*]"
     flush_s: float = 5.0
     extra: tuple[str, ...] = ()  # more `brewstream run` flags (--conf, --min-partitions)
