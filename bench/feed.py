@@ -20,11 +20,36 @@ from topics.records import DeliveryCallback, produce_waiting
 TICK_S = 0.01
 
 
-class PacedFeed(threading.Thread):
+
+class _FeedThread(threading.Thread):
+    """A producing thread: ``_feed`` until ``halt``; an exception ends it and is kept."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.sent = 0
+        self.failed = 0
+        self.halt = threading.Event()
+        self.error = ""
+
+    def run(self) -> None:
+        try:
+            self._feed()
+        except Exception as exc:
+            self.error = str(exc)
+
+    def _feed(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+
+class PacedFeed(_FeedThread):
     def __init__(self, conn: KafkaConnection, topic: str, stream: OrderStream, rate: int, start_index: int = 0,
                  stop_index: int | None = None) -> None:
         """Feed records ``start_index`` up to ``stop_index`` (default: until stopped)."""
-        super().__init__(name="paced-feed", daemon=True)
+        super().__init__("paced-feed")
         self.topic = topic
         self.stream = stream
         self.rate = rate
@@ -34,16 +59,7 @@ class PacedFeed(threading.Thread):
         self._producer = conn.producer({"linger.ms": 5, "enable.idempotence": True, "acks": "all"})
         self.produced_at: dict[int, float] = {}
         self.placed: dict[int, tuple[int, int]] = {}
-        self.failed = 0
-        self.sent = 0  # records handed to the producer, in order from start_index
-        self.halt = threading.Event()
-        self.error = ""
-
-    def run(self) -> None:
-        try:
-            self._feed()
-        except Exception as exc:
-            self.error = str(exc)
+        # self.sent: records handed to the producer, in order from start_index
 
     def _feed(self) -> None:
         per_tick = max(1, round(self.rate * TICK_S))
@@ -71,39 +87,25 @@ class PacedFeed(threading.Thread):
                 self.failed += 1
         return done
 
-    def stop(self) -> None:
-        self.halt.set()
-        self.join()
-
     @property
     def last_index(self) -> int:
         return self.start_index + self.sent
 
 
-class SteppedFeed(threading.Thread):
+class SteppedFeed(_FeedThread):
     """Orders at a rate that can be raised while it runs, remembering only how many were
     sent: the sustained-rate scenario produces millions, and it checks delivery at the
     end by comparing the store's order count with ``sent``; the producer reports failed
     deliveries only (``delivery.report.only.error``), so a good record costs no callback."""
 
     def __init__(self, conn: KafkaConnection, topic: str, stream: OrderStream) -> None:
-        super().__init__(name="stepped-feed", daemon=True)
+        super().__init__("stepped-feed")
         self.topic = topic
         self.stream = stream
         self.rate = 0
         self._producer = conn.producer({"linger.ms": 5, "batch.size": 1_000_000, "enable.idempotence": True,
                                         "acks": "all", "delivery.report.only.error": True,
                                         "on_delivery": self._delivered})
-        self.sent = 0
-        self.failed = 0
-        self.halt = threading.Event()
-        self.error = ""
-
-    def run(self) -> None:
-        try:
-            self._feed()
-        except Exception as exc:
-            self.error = str(exc)
 
     def _feed(self) -> None:
         produce, topic, record = self._producer.produce, self.topic, self.stream.record
@@ -133,7 +135,3 @@ class SteppedFeed(threading.Thread):
     def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             self.failed += 1
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join()
