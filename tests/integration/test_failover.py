@@ -253,3 +253,48 @@ def test_a_fenced_active_that_may_stand_by_goes_back_to_standby(pipe: Pipeline, 
                 inst.signal(signal.SIGCONT)
                 inst.kill()
     assert_exact(pipe, b, feed, tmp_path)
+
+
+def test_a_windows_standby_takes_over_exactly(pipe: Pipeline, tmp_path: Path) -> None:
+    """`windows --standby` follows the active's changelog; after a SIGKILL of the active
+    mid-stream it takes over, and every window is emitted once with the oracle's count."""
+    from tests.integration.test_windows import MIN, on_time_stream, results, send
+    from tests.integration.test_windows import oracle as window_oracle
+
+    events = on_time_stream(300)
+    push = ("shop-00", events[-1][1] + 60 * MIN)  # closes every window before it
+    send(pipe, events[:150])
+
+    def start(name: str, *extra: str) -> subprocess.Popen[bytes]:
+        return pipe.spawn("windows", "--state-dir", str(tmp_path / name / "state"),
+                          "--checkpoint-dir", str(tmp_path / name / "ckpt"), "--from", "earliest",
+                          "--max-offsets-per-trigger", "40", "--watermark-delay", "0", "--trigger", "200ms",
+                          *extra, log=tmp_path / f"{name}.log")
+
+    def text(name: str) -> str:
+        log = tmp_path / f"{name}.log"
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    active, standby = start("a"), start("b", "--standby")
+    try:
+        wait_until(lambda: "role: standby" in text("b"), 240, "the windows standby to follow")
+        wait_until(lambda: text("a").count("INFO batch ") >= 2, 240, "batches on the windows active")
+        os.killpg(active.pid, signal.SIGKILL)
+        active.wait(30)
+        wait_until(lambda: "took over from" in text("b"), 120, "the windows standby to take over")
+        send(pipe, [*events[150:], push])
+        expected = window_oracle(events, MIN)
+        wait_until(lambda: len({r["start"] for r in results(pipe)}) >= len(expected), 240,
+                   "every window to be emitted", every=1.0)
+        standby.send_signal(signal.SIGTERM)
+        assert standby.wait(120) == 0, text("b")[-3000:]
+    finally:
+        for proc in (active, standby):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+    finals = results(pipe)
+    starts = [r["start"] for r in finals]
+    assert len(starts) == len(set(starts)), "a window was emitted twice"
+    assert {r["start"]: r["count"] for r in finals} == expected
