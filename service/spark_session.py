@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,12 +79,26 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in merged(settings, from_file, user).items():
         builder = builder.config(key, value)
-    with _session_python(executor_python(master, from_file, user)):
+    with _session_python(executor_python(master, from_file, user)), _keep_sigint():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if not local:
         spark.sparkContext.addPyFile(str(code_zip()))
     return spark
+
+
+@contextmanager
+def _keep_sigint() -> Iterator[None]:
+    """pyspark replaces the SIGINT handler when it creates a SparkContext (its handler
+    cancels every job and raises KeyboardInterrupt in whatever py4j call is running);
+    brewstream's own (``service.signals``) lets the batch in flight commit instead, so
+    it is put back."""
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)
 
 
 @contextmanager

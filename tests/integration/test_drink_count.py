@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 from pathlib import Path
@@ -169,6 +170,27 @@ def test_second_daemon_on_one_state_dir_exits_and_sigterm_is_clean(
     assert text.count("processed=200") >= 2
     # The store was closed cleanly and opens again.
     assert sum(counts_json(pipe.conn, state)["counts"].values()) > 0
+
+
+def test_ctrl_c_to_the_process_group_is_a_clean_stop(pipe: Pipeline, tmp_path: Path) -> None:
+    """A terminal's Ctrl+C reaches the daemon, its Spark JVM and its Python workers at once:
+    exit 0 after a final board, no traceback (pyspark's own SIGINT handler would cancel
+    the batch and raise inside a py4j call)."""
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(150, seed=8)))
+    log = tmp_path / "daemon.log"
+    proc = pipe.spawn("run", "--state-dir", str(tmp_path / "state"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                      "--flush", "1s", log=log)
+    try:
+        wait_until(lambda: "processed=150" in log.read_text(), 180, "the daemon to count the orders")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    text = log.read_text()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    assert text.count("processed=150") >= 2  # the final board
 
 
 def test_the_log_lines_readers_rely_on_match_what_the_daemon_writes(pipe: Pipeline, tmp_path: Path) -> None:
