@@ -76,7 +76,7 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
         for i, raw in enumerate(values):
             try:
                 # The clean majority: a value column holds bytes or None, and for non-empty
-                # bytes count_drinks is exactly this (tests/unit/test_aggregate.py checks
+                # bytes count_drinks is exactly this (tests/unit/test_orders.py checks
                 # that they agree on any bytes). Anything else raises here and takes the
                 # full path below, which names the reason.
                 drinks = count_order(loads(raw), max_name_bytes)
