@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.jars import broker_classpath
+from sandbox.processes import alive, cmdline
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
 from topics.kafka import admin_client
@@ -124,8 +125,8 @@ def down(sandbox: Sandbox, timeout: float = STOP_TIMEOUT_S) -> str:
         return "sandbox not running"
     os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(WaitTimedOut):
-        wait_until(lambda: not _alive(pid), timeout, "the broker to stop")
-    if _alive(pid):
+        wait_until(lambda: not alive(pid), timeout, "the broker to stop")
+    if alive(pid):
         # A controlled shutdown that hangs past the deadline is not worth waiting for
         # in a sandbox; the log directory survives a SIGKILL.
         os.kill(pid, signal.SIGKILL)
@@ -219,7 +220,7 @@ def _log_opts(sandbox: Sandbox) -> list[str]:
 
 def _wait_ready(sandbox: Sandbox, pid: int, timeout: float) -> None:
     def died() -> str | None:
-        if _alive(pid):
+        if alive(pid):
             return None
         sandbox.pid_file.unlink(missing_ok=True)
         return f"the sandbox broker exited during start-up (last log lines: {_log_tail(sandbox)})"
@@ -244,38 +245,19 @@ def _running_pid(sandbox: Sandbox) -> int | None:
         pid = int(sandbox.pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    if not _alive(pid) or not _is_broker(pid):
+    if not alive(pid) or not _is_broker(pid):
         return None
     return pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this process still answers signal 0.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return True
-    return state != "Z"
-
-
 def _is_broker(pid: int) -> bool:
     # A stale pid file may point at a recycled pid that is not our broker.
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"kafka.Kafka" in cmdline
+    return b"kafka.Kafka" in cmdline(pid)
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
     with contextlib.suppress(WaitTimedOut):
-        wait_until(lambda: not _alive(pid), timeout, "the broker to be gone", every=0.1)
+        wait_until(lambda: not alive(pid), timeout, "the broker to be gone", every=0.1)
 
 
 def _port_in_use(port: int) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.processes import alive, cmdline
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
 
@@ -170,13 +171,13 @@ def running_pid(cluster: SparkCluster, name: str) -> int | None:
         pid = int(cluster.pid_file(name).read_text().strip())
     except (OSError, ValueError):
         return None
-    if not _alive(pid):
+    if not alive(pid):
         return None
     # A stale pid file may name a recycled pid; an empty command line is a process in the
     # middle of an exec (spark-class execs env, bash, then java), still ours.
-    cmdline = _cmdline(pid)
+    line = cmdline(pid)
     main_class = MASTER_CLASS if name == "master" else WORKER_CLASS
-    return pid if not cmdline or main_class.encode() in cmdline else None
+    return pid if not line or main_class.encode() in line else None
 
 
 def stop_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
@@ -185,16 +186,16 @@ def stop_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(WaitTimedOut):
-        wait_until(lambda: not _alive(pid), timeout, f"process {pid} to stop", every=0.2)
+        wait_until(lambda: not alive(pid), timeout, f"process {pid} to stop", every=0.2)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(WaitTimedOut):
-        wait_until(lambda: not _alive(pid), 10.0, f"process {pid} to be gone", every=0.1)
+        wait_until(lambda: not alive(pid), 10.0, f"process {pid} to be gone", every=0.1)
 
 
 def _check_ports(cluster: SparkCluster, pid: int) -> None:
     """A master already running from this data dir must be the one asked for."""
-    args = _cmdline(pid).split(b"\0")
+    args = cmdline(pid).split(b"\0")
     ports = {flag: args[i + 1].decode() for i, flag in enumerate(args[:-1]) if flag in (b"--port", b"--webui-port")}
     want = {b"--port": str(cluster.port), b"--webui-port": str(cluster.ui_port)}
     if ports and ports != want:
@@ -268,27 +269,6 @@ def _log_tail(path: Path, lines: int = 2) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(text[-lines:]) or "(empty log)"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of this process still answers signal 0
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return True
-    return state != "Z"
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def _port_in_use(port: int) -> bool:
