@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from service.drink_count.aggregate import merge_partials, partial_counts
-from service.drink_count.orders import BadOrder, count_drinks
+from service.drink_count.orders import BadOrder, clean_items, count_drinks, count_order
 from service.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
+from topics.orders_gen import OrderGenerator
 
 # Integers of thousands of digits are generated on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -445,3 +446,57 @@ def test_the_oracle_reads_the_corpus_like_the_parser() -> None:
     for raw, expected in GOOD_EDGE_ORDERS:
         if b"[" * 900 not in raw:  # deeper than the oracle's stdlib parser goes
             assert oracle_counts(raw) == expected
+
+
+# --- the shorter path of a Spark task (clean_items) ------------------------------------
+
+def summed(items: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item["drink"]] = out.get(item["drink"], 0) + item["quantity"]
+    return out
+
+
+def check_clean_items(raw: bytes) -> bool:
+    """clean_items never passes what count_order or the oracle refuses, and what it passes
+    counts the same; True when it passed the order read by orjson (as a task reads it).
+    The stdlib parser's documents are checked against count_order too: it keeps lone
+    surrogates, NaN and integers beyond 64 bits, which orjson refuses."""
+    passed = False
+    for parse in (orjson.loads, json.loads):
+        try:
+            doc = parse(raw)
+        except (ValueError, RecursionError):
+            continue
+        items = clean_items(doc, MAX_NAME_BYTES)
+        if items is None:
+            continue
+        assert count_order(doc, MAX_NAME_BYTES) == summed(items), raw[:300]
+        if parse is orjson.loads:
+            assert summed(items) == oracle_counts(raw), raw[:300]
+            passed = True
+    return passed
+
+
+@settings(PROPERTY, max_examples=600)
+@given(near_valid_orders())
+def test_the_clean_order_check_never_passes_a_bad_order(raw: bytes) -> None:
+    check_clean_items(raw)
+
+
+@PROPERTY
+@given(json_text.map(to_bytes))
+def test_the_clean_order_check_on_any_json(raw: bytes) -> None:
+    check_clean_items(raw)
+
+
+def test_the_clean_order_check_is_not_vacuous() -> None:
+    """Some of the near-valid generator's good orders take the shorter path (most have
+    non-ASCII names, which take count_order), and every order of the project's own
+    generator does."""
+    good = [raw for raw, ok in zip(*[verdicts(near_valid_orders(), f) for f in (lambda r: r, oracle_counts)],
+                                   strict=True) if ok is not None]
+    passed = sum(check_clean_items(raw) for raw in good)
+    assert passed >= len(good) // 10, (passed, len(good))
+    generated = OrderGenerator(7)
+    assert all(check_clean_items(orjson.dumps(next(generated))) for _ in range(1000))
