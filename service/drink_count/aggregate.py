@@ -29,8 +29,9 @@ from service.limits import MAX_NAME_BYTES
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# Row kinds of the partial output: BAD carries the record's (cut) bytes, REF only its position.
-DRINK, ORDERS, OFFSET, BAD, REF = "drink", "orders", "offset", "bad", "ref"
+# Row kinds of the partial output: BAD carries the record's (cut) bytes, REF only its position;
+# LARGE counts the records a first pass left to the second (see ``aggregate_batch``).
+DRINK, ORDERS, OFFSET, BAD, REF, LARGE = "drink", "orders", "offset", "bad", "ref", "large"
 
 PARTIAL_SCHEMA = pa.schema([
     ("kind", pa.string()),
@@ -53,6 +54,7 @@ class BatchAggregate:
     good_orders: int = 0
     bad: list[BadRecord] = field(default_factory=list)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> highest offset + 1
+    large: int = 0  # records left uncounted for the second pass (see aggregate_batch)
 
     @property
     def is_empty(self) -> bool:
@@ -61,9 +63,12 @@ class BatchAggregate:
 
 def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_NAME_BYTES,
                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out."""
+    """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out. With
+    a ``large`` column, the rows it marks are only counted as left for later (their key and
+    value did not travel) and their offsets tracked."""
     totals: dict[str, int] = {}
     good = 0
+    large = 0
     highest: dict[int, int] = {}
     bad: list[BadRecord] = []
     budget = CarryBudget()
@@ -73,7 +78,11 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
             continue
         track_highest(batch, highest)
         values = batch.column("value").to_pylist()
+        marks = batch.column(LARGE).to_pylist() if LARGE in batch.schema.names else None
         for i, raw in enumerate(values):
+            if marks is not None and marks[i]:
+                large += 1
+                continue
             # The clean majority: a value column holds bytes or None, and for non-empty
             # bytes that orjson reads, count_drinks is count_order of what it read;
             # clean_items proves the plain clean orders on a shorter path still
@@ -101,7 +110,7 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
             good += 1
             for drink, qty in drinks.items():
                 totals[drink] = totals.get(drink, 0) + qty
-    yield _partial_batch(totals, good, highest, bad)
+    yield _partial_batch(totals, good, highest, bad, large)
 
 
 def _bad(batch: pa.RecordBatch, i: int, raw: bytes | None, reason: str, budget: CarryBudget,
@@ -132,7 +141,7 @@ def track_highest(batch: pa.RecordBatch, highest: dict[int, int]) -> None:
 
 
 def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, int],
-                   bad: list[BadRecord]) -> pa.RecordBatch:
+                   bad: list[BadRecord], large: int = 0) -> pa.RecordBatch:
     rows: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
 
     def add(kind: str, name: str | None = None, n: int | None = None, partition: int | None = None,
@@ -145,6 +154,8 @@ def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, i
         add(DRINK, name=drink, n=qty)
     if good:
         add(ORDERS, n=good)
+    if large:
+        add(LARGE, n=large)
     for p, top in highest.items():
         add(OFFSET, n=top, partition=p)
     for b in bad:
@@ -162,6 +173,8 @@ def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
             agg.deltas[row["name"]] = agg.deltas.get(row["name"], 0) + row["n"]
         elif kind == ORDERS:
             agg.good_orders += row["n"]
+        elif kind == LARGE:
+            agg.large += row["n"]
         elif kind == OFFSET:
             p = row["partition"]
             agg.next_offsets[p] = max(agg.next_offsets.get(p, 0), row["n"] + 1)
@@ -180,13 +193,78 @@ def _bytes(v: Any) -> bytes | None:
 
 def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: int = MAX_NAME_BYTES,
                     dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> BatchAggregate:
-    """Drop rows below the store's next offsets, then count the rest in Spark."""
+    """Drop rows below the store's next offsets, then count the rest in Spark.
+
+    Rows reach the Python workers as Arrow batches, which Spark cuts at
+    ``maxRecordsPerBatch`` rows and, because a record can be as big as Kafka allows,
+    at ``maxBytesPerBatch`` bytes (brewstream's default: 32 MiB). The byte bound costs:
+    Spark measures the Arrow batch after every row, about a quarter of the JVM's CPU for
+    small orders (BENCHMARKS.md). So the first pass sends whole only the rows whose key
+    and value fit ``maxBytesPerBatch / maxRecordsPerBatch`` bytes (3,355 by default),
+    which keeps every batch within the bound without measuring it, and marks the others
+    ``large``; only when there are any, a second pass counts exactly those, measured.
+    Each row is counted by exactly one pass."""
     from pyspark.sql import functions as F
 
     fresh = df.select("key", "value", "partition", "offset")
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
+    conf = df.sparkSession.conf
+    row_bytes = small_row_bytes(conf.get(MAX_BYTES_KEY, None), conf.get(MAX_RECORDS_KEY, None))
+    if row_bytes is None:
+        return _count(fresh, fn)
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    large = size > row_bytes
+    marked = fresh.select(F.when(~large, F.col("key")).alias("key"), F.when(~large, F.col("value")).alias("value"),
+                          "partition", "offset", large.alias(LARGE))
+    previous = conf.get(MAX_BYTES_KEY, None)
+    conf.set(MAX_BYTES_KEY, str(UNBOUNDED_BYTES))
+    try:
+        agg = _count(marked, fn)
+    finally:
+        if previous is None:
+            conf.unset(MAX_BYTES_KEY)
+        else:
+            conf.set(MAX_BYTES_KEY, previous)
+    if agg.large:
+        rest = _count(fresh.where(large), fn)
+        if rest.good_orders + len(rest.bad) != agg.large:
+            raise RuntimeError(f"the second pass counted {rest.good_orders + len(rest.bad)} large records "
+                               f"of the {agg.large} the first left to it")
+        agg = combine_passes(agg, rest)
+    return agg
+
+
+MAX_BYTES_KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
+MAX_RECORDS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
+UNBOUNDED_BYTES = 2**31 - 1  # Spark's "no byte bound": it then skips measuring each row
+
+
+def small_row_bytes(max_bytes: str | None, max_records: str | None) -> int | None:
+    """The size of key plus value up to which rows go unmeasured, or None when the byte
+    bound is off or the record bound is (then there is nothing to gain, or no way to)."""
+    try:
+        bound, records = int(max_bytes or UNBOUNDED_BYTES), int(max_records or 10_000)
+    except ValueError:
+        return None
+    if bound >= UNBOUNDED_BYTES or bound <= 0 or records <= 0:
+        return None
+    return max(1, bound // records)
+
+
+def _count(rows: DataFrame, fn: Any) -> BatchAggregate:
     from service.spark_session import collect_rows
 
-    fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
-    return merge_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))
+    return merge_partials(collect_rows(rows.mapInArrow(fn, PARTIAL_DDL)))
+
+
+def combine_passes(first: BatchAggregate, second: BatchAggregate) -> BatchAggregate:
+    deltas = dict(first.deltas)
+    for drink, n in second.deltas.items():
+        deltas[drink] = deltas.get(drink, 0) + n
+    ends = dict(first.next_offsets)
+    for p, o in second.next_offsets.items():
+        ends[p] = max(ends.get(p, 0), o)
+    bad = sorted([*first.bad, *second.bad], key=lambda b: (b.partition, b.offset))
+    return BatchAggregate(deltas, first.good_orders + second.good_orders, bad, ends)

@@ -91,6 +91,30 @@ def test_poison_orders_go_to_the_dlq_and_counting_goes_on(pipe: Pipeline, tmp_pa
     assert all(len(r["drink"]) <= 256 for r in snapshot["top"])
 
 
+def test_large_orders_are_counted_by_the_second_pass(pipe: Pipeline, tmp_path: Path) -> None:
+    """Orders whose key and value exceed what the first pass sends unmeasured (3,355 bytes
+    by default; aggregate_batch): good ones are counted, bad ones reach the DLQ, once each,
+    beside small orders in the same batch."""
+    small = make_orders(200, seed=41)
+    large = [{"order_id": f"big-{i}", "shop_id": "shop-01",
+              "items": [{"drink": f"drink-{j % 7}", "quantity": 1 + (i + j) % 3} for j in range(150)]}
+             for i in range(6)]
+    assert all(len(order_bytes(o)[1]) > 4_000 for o in large)
+    long_key = ({"order_id": "k", "shop_id": "s", "items": [{"drink": "latte", "quantity": 2}]}, b"k" * 5_000)
+    bad_large = b'{"order_id":"b","shop_id":"s","items":[' + b'{"drink":"x","quantity":1},' * 200 + b'5]}'
+    records = [order_bytes(o) for o in small[:100]] + [order_bytes(o) for o in large]
+    records += [(long_key[1], json.dumps(long_key[0]).encode()), (b"s", bad_large)]
+    records += [order_bytes(o) for o in small[100:]]
+    where = produce(pipe.conn, pipe.topics.orders, records)
+
+    proc = run_cli(pipe, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle([*small, *large, long_key[0]])
+    dlq = dlq_by_offset(pipe)
+    assert list(dlq) == [where[-len(small[100:]) - 1]]
+    assert dict(dlq[where[-len(small[100:]) - 1]].headers())["error"] == b"item 200 is not an object"
+
+
 def test_a_flood_of_big_garbage_costs_bounded_memory(pipe: Pipeline, tmp_path: Path) -> None:
     """1,300 garbage records of ~0.9 MB (1.2 GB) with default flags: all in the DLQ, counts exact."""
     junk = [bytes([65 + i % 26]) * 900_000 for i in range(1300)]

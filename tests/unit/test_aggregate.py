@@ -1,8 +1,10 @@
 import json
 
 import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
 
-from service.drink_count.aggregate import BadRecord, merge_partials, partial_counts
+from service.drink_count.aggregate import BadRecord, combine_passes, merge_partials, partial_counts, small_row_bytes
 from tests.corpus import BAD_ORDERS
 
 INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
@@ -57,3 +59,51 @@ def test_merge_of_several_tasks() -> None:
 def test_empty_input_is_an_empty_aggregate() -> None:
     agg = merge_partials(run(batch([])))
     assert agg.is_empty and agg.deltas == {} and agg.good_orders == 0
+
+
+# --- the two passes of aggregate_batch ------------------------------------------------
+
+def marked(rows: list[tuple[bytes | None, bytes | None, int, int, bool]]) -> pa.RecordBatch:
+    """A first-pass batch: rows marked large arrive without key and value."""
+    cols = list(zip(*rows, strict=True))
+    types = [*(t.type for t in INPUT), pa.bool_()]
+    return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(cols, types, strict=True)],
+                                      names=[*INPUT.names, "large"])
+
+
+@given(st.lists(st.tuples(st.sampled_from([order(("latte", 1)), order(("mocha", 2), ("latte", 1)), b"{", None]),
+                          st.booleans()), max_size=30))
+def test_the_two_passes_count_each_record_once(rows: list[tuple[bytes | None, bool]]) -> None:
+    """First pass over everything (large rows only counted as left over), second pass over
+    the large rows whole: combined, the same as one pass over everything."""
+    whole = [(b"k", v, 0, i) for i, (v, _) in enumerate(rows)]
+    first = merge_partials(run(marked([(None, None, 0, i, True) if big else (b"k", v, 0, i, False)
+                                       for i, (v, big) in enumerate(rows)]))) if rows else None
+    one = merge_partials(run(batch(whole)))
+    if first is None:
+        return
+    assert first.large == sum(big for _, big in rows)
+    second = merge_partials(run(batch([r for r, (_, big) in zip(whole, rows, strict=True) if big])))
+    both = combine_passes(first, second)
+    assert (both.deltas, both.good_orders, both.bad, both.next_offsets) == (
+        one.deltas, one.good_orders, one.bad, one.next_offsets)
+
+
+@given(st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)),
+       st.one_of(st.none(), st.text(max_size=12), st.integers().map(str)))
+def test_small_row_bytes_is_total(max_bytes: str | None, max_records: str | None) -> None:
+    got = small_row_bytes(max_bytes, max_records)
+    try:
+        bound, records = int(max_bytes or 2**31 - 1), int(max_records or 10_000)
+    except ValueError:
+        assert got is None
+        return
+    if 0 < bound < 2**31 - 1 and records > 0:
+        assert (got == max(1, bound // records) and got * records <= bound) or got == 1
+    else:
+        assert got is None
+
+
+def test_the_default_bound_sends_orders_up_to_3355_bytes_unmeasured() -> None:
+    assert small_row_bytes(str(32 * 1024 * 1024), "10000") == 3355
+    assert small_row_bytes("2147483647", "10000") is None
