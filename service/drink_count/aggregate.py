@@ -211,29 +211,29 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
     fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
     conf = df.sparkSession.conf
-    row_bytes = small_row_bytes(conf.get(MAX_BYTES_KEY, None), conf.get(MAX_RECORDS_KEY, None))
-    if row_bytes is None:
-        return _count(fresh, fn)
+    bound = conf.get(MAX_BYTES_KEY, None)
+    row_bytes = small_row_bytes(bound, conf.get(MAX_RECORDS_KEY, None))
+    if row_bytes is None or bound is None:
+        return merge_partials(_partials(fresh, fn))
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
     large = size > row_bytes
     marked = fresh.select(F.when(~large, F.col("key")).alias("key"), F.when(~large, F.col("value")).alias("value"),
                           "partition", "offset", large.alias(LARGE))
-    previous = conf.get(MAX_BYTES_KEY, None)
     conf.set(MAX_BYTES_KEY, str(UNBOUNDED_BYTES))
     try:
-        agg = _count(marked, fn)
+        first = _partials(marked, fn)
     finally:
-        if previous is None:
-            conf.unset(MAX_BYTES_KEY)
-        else:
-            conf.set(MAX_BYTES_KEY, previous)
-    if agg.large:
-        rest = _count(fresh.where(large), fn)
-        if rest.good_orders + len(rest.bad) != agg.large:
-            raise RuntimeError(f"the second pass counted {rest.good_orders + len(rest.bad)} large records "
-                               f"of the {agg.large} the first left to it")
-        agg = combine_passes(agg, rest)
-    return agg
+        conf.set(MAX_BYTES_KEY, bound)
+    agg = merge_partials(first)
+    left = agg.large
+    if not left:
+        return agg
+    second = _partials(fresh.where(large), fn)
+    rest = merge_partials(second)
+    if rest.good_orders + len(rest.bad) != left:
+        raise RuntimeError(f"the second pass counted {rest.good_orders + len(rest.bad)} large records "
+                           f"of the {left} the first left to it")
+    return merge_partials([*first, *second])  # the partial rows of both passes, as if one
 
 
 MAX_BYTES_KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
@@ -253,18 +253,7 @@ def small_row_bytes(max_bytes: str | None, max_records: str | None) -> int | Non
     return max(1, bound // records)
 
 
-def _count(rows: DataFrame, fn: Any) -> BatchAggregate:
+def _partials(rows: DataFrame, fn: Any) -> list[dict[str, Any]]:
     from service.spark_session import collect_rows
 
-    return merge_partials(collect_rows(rows.mapInArrow(fn, PARTIAL_DDL)))
-
-
-def combine_passes(first: BatchAggregate, second: BatchAggregate) -> BatchAggregate:
-    deltas = dict(first.deltas)
-    for drink, n in second.deltas.items():
-        deltas[drink] = deltas.get(drink, 0) + n
-    ends = dict(first.next_offsets)
-    for p, o in second.next_offsets.items():
-        ends[p] = max(ends.get(p, 0), o)
-    bad = sorted([*first.bad, *second.bad], key=lambda b: (b.partition, b.offset))
-    return BatchAggregate(deltas, first.good_orders + second.good_orders, bad, ends)
+    return list(collect_rows(rows.mapInArrow(fn, PARTIAL_DDL)))

@@ -4,7 +4,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.drink_count.aggregate import BadRecord, combine_passes, merge_partials, partial_counts, small_row_bytes
+from service.drink_count.aggregate import BadRecord, merge_partials, partial_counts, small_row_bytes
 from tests.corpus import BAD_ORDERS
 
 INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
@@ -77,14 +77,14 @@ def test_the_two_passes_count_each_record_once(rows: list[tuple[bytes | None, bo
     """First pass over everything (large rows only counted as left over), second pass over
     the large rows whole: combined, the same as one pass over everything."""
     whole = [(b"k", v, 0, i) for i, (v, _) in enumerate(rows)]
-    first = merge_partials(run(marked([(None, None, 0, i, True) if big else (b"k", v, 0, i, False)
-                                       for i, (v, big) in enumerate(rows)]))) if rows else None
-    one = merge_partials(run(batch(whole)))
-    if first is None:
+    if not rows:
         return
-    assert first.large == sum(big for _, big in rows)
-    second = merge_partials(run(batch([r for r, (_, big) in zip(whole, rows, strict=True) if big])))
-    both = combine_passes(first, second)
+    first = run(marked([(None, None, 0, i, True) if big else (b"k", v, 0, i, False)
+                        for i, (v, big) in enumerate(rows)]))
+    one = merge_partials(run(batch(whole)))
+    assert merge_partials(first).large == sum(big for _, big in rows)
+    second = run(batch([r for r, (_, big) in zip(whole, rows, strict=True) if big]))
+    both = merge_partials([*first, *second])
     assert (both.deltas, both.good_orders, both.bad, both.next_offsets) == (
         one.deltas, one.good_orders, one.bad, one.next_offsets)
 
