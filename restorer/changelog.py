@@ -23,7 +23,7 @@ from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, TopicShape, describe_topic
 from topics.partitioner import murmur2_partition
-from topics.records import produce_waiting
+from topics.records import close_transactional, produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -161,4 +161,6 @@ class ChangelogWriter:
             log.warning("aborting the changelog transaction failed: %s", exc.args[0].str())
 
     def close(self) -> None:
-        self._producer.flush(10)
+        err = close_transactional(self._producer)
+        if err is not None:
+            log.debug("closing the changelog writer: %s", err.str())

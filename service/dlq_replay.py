@@ -36,7 +36,7 @@ from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, topic_exists
-from topics.records import headers_of, produce_waiting, read_at, read_from
+from topics.records import close_transactional, headers_of, produce_waiting, read_at, read_from
 
 log = logging.getLogger("brewstream")
 
@@ -170,9 +170,11 @@ class Sender:
             self._call(self._producer.begin_transaction, "begin a transaction")
         entry = orjson.dumps({"dlq": f"{record.dlq_partition}:{record.dlq_offset}", "to": record.source_topic,
                               "reason": record.reason, "at": utc_iso(time.time(), millis=True)})
-        produce_waiting(self._producer, record.source_topic, key, value, partition=partition, headers=headers,
-                        on_delivery=self._delivered)
-        produce_waiting(self._producer, self.ledger, record.source.encode(), entry, on_delivery=self._delivered)
+        # Waiting for room polls the producer, which raises a fatal error (fenced) once.
+        self._call(lambda: produce_waiting(self._producer, record.source_topic, key, value, partition=partition,
+                                           headers=headers, on_delivery=self._delivered), "write a record")
+        self._call(lambda: produce_waiting(self._producer, self.ledger, record.source.encode(), entry,
+                                           on_delivery=self._delivered), "write a ledger entry")
         self._open += 1
         if self._open >= self.batch:
             self.finish()
@@ -182,7 +184,8 @@ class Sender:
         if self._open == 0:
             return
         if self.faults is not None:
-            self._producer.flush(TXN_TIMEOUT_S)  # so the fault point finds the records in the log, uncommitted
+            # so the fault point finds the records in the log, uncommitted
+            self._call(lambda: self._producer.flush(TXN_TIMEOUT_S), "flush")
             self.faults.reached("replay-mid-transaction")
         self._call(lambda: self._producer.commit_transaction(TXN_TIMEOUT_S), "commit")
         if self._failures:  # a committed transaction has no failed records; stay safe anyway
@@ -194,13 +197,15 @@ class Sender:
     def close(self) -> None:
         if self._open:
             self._call(lambda: self._producer.abort_transaction(TXN_TIMEOUT_S), "abort", quiet=True)
-        self._producer.flush(10)
+        err = close_transactional(self._producer)
+        if err is not None:
+            log.debug("closing the replay's producer: %s", err.str())
 
     def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             self._failures.append(err.str())
 
-    def _call(self, step: Callable[[], None], what: str, quiet: bool = False) -> None:
+    def _call(self, step: Callable[[], object], what: str, quiet: bool = False) -> None:
         try:
             step()
         except KafkaException as exc:

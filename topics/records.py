@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from topics.errors import BrewError
 from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
@@ -33,6 +33,21 @@ def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: by
             return
         except BufferError:
             producer.poll(0.1)
+
+
+def close_transactional(producer: Producer, timeout_s: float = 10.0) -> KafkaError | None:
+    """Serve a transactional producer's last delivery reports on the way out, and never raise.
+
+    Once the producer has a fatal error (fenced by a newer instance, say), its next ``poll``
+    or ``flush`` raises that error once more, even after ``commit_transaction`` has raised it
+    already; raised from a ``finally`` it would hide the exception on its way up. Nothing
+    rests on this flush: what no committed transaction holds is aborted. Returns the error
+    it swallowed, if any."""
+    try:
+        producer.flush(timeout_s)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
 
 
 def headers_of(msg: Message) -> dict[str, bytes]:

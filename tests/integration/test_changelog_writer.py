@@ -1,0 +1,60 @@
+"""Transactional writers fenced mid-transaction on a real broker, the changelog writer and
+the DLQ replay's sender: each says so once, in its own words, and nothing on its way out
+raises the broker's error again (it would hide the first on its way up)."""
+
+import time
+
+import pytest
+
+from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
+from service.dlq_read import DlqRecord
+from service.dlq_replay import Sender
+from tests.helpers import create_topic, read_topic
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection
+
+
+def test_a_writer_fenced_mid_transaction_raises_fenced_and_closes_quietly(kafka: KafkaConnection) -> None:
+    changelog, out = f"fenced-{time.time_ns()}", f"fenced-out-{time.time_ns()}"
+    create_topic(kafka, changelog)
+    create_topic(kafka, out)
+    old = ChangelogWriter(kafka, changelog, [0])
+    old.start()
+    old.publish([(b"latte", b"1")])
+    new = ChangelogWriter(kafka, changelog, [0])
+    try:
+        with pytest.raises(Fenced, match="another instance took over"):
+            old.publish([(b"latte", b"2")], [OutputRecord(out, b"k", b"v")],
+                        before_commit=new.start)  # another instance registers mid-transaction
+        old.close()  # the producer still holds its fatal error: it must not raise it here
+        new.publish([(b"mocha", b"1")])
+    finally:
+        new.close()
+    committed = [(m.key(), m.value()) for m in read_topic(kafka, changelog, committed_only=True)]
+    assert (b"latte", b"1") in committed and (b"mocha", b"1") in committed
+    assert (b"latte", b"2") not in committed
+    assert read_topic(kafka, out, committed_only=True) == []
+
+
+def test_a_replay_fenced_mid_transaction_says_so_and_closes_quietly(kafka: KafkaConnection) -> None:
+    ledger, source = f"ledger-{time.time_ns()}", f"orders-{time.time_ns()}"
+    create_topic(kafka, ledger)
+    create_topic(kafka, source)
+
+    def record(offset: int) -> DlqRecord:
+        return DlqRecord(0, offset, 0, "bad", source, 0, offset, b"k", b"{}")
+
+    old = Sender(kafka, ledger, batch=10, record_bytes=1_000_000, faults=None)
+    old.send(record(0), 0, b"k", b"{}", [])  # its transaction is open
+    new = Sender(kafka, ledger, batch=10, record_bytes=1_000_000, faults=None)  # another replay starts
+    try:
+        with pytest.raises(BrewError, match="another `brewstream dlq replay` of this DLQ took over"):
+            for offset in range(1, 20):  # sending and committing both meet the fence
+                old.send(record(offset), 0, b"k", b"{}", [])
+            old.finish()
+        old.close()
+        new.send(record(30), 0, b"k", b"{}", [])
+        new.finish()
+    finally:
+        new.close()
+    assert [m.key() for m in read_topic(kafka, ledger, committed_only=True)] == [f"{source}:0:30".encode()]
