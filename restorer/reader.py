@@ -78,7 +78,7 @@ class RestoreResult:
     def summary(self) -> str:
         """The line a restore ends with (``RESTORED`` reads it)."""
         return (f"restore done: records={self.records} keys={self.keys} "
-                f"partitions={self.partitions} in {self.seconds:.1f} s")
+                f"partitions={self.partitions} in {self.seconds:.2f} s")
 
 
 RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+) partitions=(?P<partitions>\d+) "
@@ -179,9 +179,10 @@ def _reader(conn: KafkaConnection) -> Consumer:
         "enable.partition.eof": True,
         "fetch.max.bytes": 64 * 1024 * 1024,
         # librdkafka stops fetching a partition for this long whenever its local queue is
-        # full; the 1 s default leaves a restore idle most of the time.
+        # full; the 1 s default leaves a restore idle most of the time. With the short
+        # backoff, librdkafka's own queue size (queued.min.messages, 100,000) reads faster
+        # than a larger one and holds less (see BENCHMARKS.md, restore).
         "fetch.queue.backoff.ms": 10,
-        "queued.min.messages": 500_000,
     })
 
 
