@@ -9,8 +9,3 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 # under a second at 5,000 orders/s, where 1 s gave 1.3-1.5 s (BENCHMARKS.md, latency).
 # Under a backlog batches run back to back whatever the interval.
 DEFAULT_TRIGGER_S = 0.25
-# A drink-count batch planned over at most this many input offsets runs as one Spark task,
-# unless --min-partitions asks for more: a small batch costs mostly its tasks' round trips
-# to the Python workers, in waves when the topic has more partitions than there are cores
-# (BENCHMARKS.md, "Where brewstream's time goes").
-ONE_TASK_OFFSETS = 10_000

@@ -39,7 +39,7 @@ from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Le
 from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
 from service.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
-from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S, ONE_TASK_OFFSETS
+from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
 from service.spark_session import build_session, warm_python_workers
@@ -265,9 +265,8 @@ class Daemon:
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
             health.set(STARTING, "starting the query")
             spark = self.spark()
-            # --min-partitions asks for tasks per batch: small batches keep them too.
             options = SinkOptions(cfg.conn, cfg.checkpoint_dir, cfg.max_name_bytes, self.record_bytes,
-                                  cfg.takeover_timeout_s, 0 if cfg.min_partitions else ONE_TASK_OFFSETS)
+                                  cfg.takeover_timeout_s)
             sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))),
                                self.metrics, options)
             reporter = p.make_reporter(store, sink, self.metrics)

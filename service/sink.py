@@ -21,7 +21,7 @@ from restorer.commit import commit_batch
 from restorer.faults import FaultPlan
 from restorer.store import Store
 from service.limits import MAX_NAME_BYTES
-from service.start_point import batch_end_offsets, batch_start_offsets, planned_span, replay_filter
+from service.start_point import batch_end_offsets, batch_start_offsets, replay_filter
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
@@ -68,8 +68,6 @@ class SinkOptions:
     max_name_bytes: int = MAX_NAME_BYTES
     dlq_record_bytes: int = 1_000_000
     takeover_timeout_s: float | None = None  # a commit paused longer than this may have been taken over
-    # A batch planned over at most this many input offsets runs as one task (0: never).
-    one_task_offsets: int = 0
 
 
 class OrderedCommitSink:
@@ -139,14 +137,6 @@ class OrderedCommitSink:
         start = (batch_start_offsets(opts.checkpoint_dir, batch_id, topic)
                  if opts is not None and opts.checkpoint_dir is not None else None)
         return replay_filter(start, applied)
-
-    def planned_span(self, batch_id: int, topic: str) -> int | None:
-        """How many input offsets Spark planned batch ``batch_id`` to cover, if its log says."""
-        opts = self.options
-        if opts is None or opts.checkpoint_dir is None:
-            return None
-        return planned_span(batch_start_offsets(opts.checkpoint_dir, batch_id, topic),
-                            batch_end_offsets(opts.checkpoint_dir, batch_id, topic))
 
     def batch_ends(self, batch_id: int, topic: str, seen: Mapping[int, int],
                    applied: Mapping[int, int]) -> dict[int, int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from service.cli_common import F
-from service.run_defaults import ONE_TASK_OFFSETS
 from service.spark_conf import ConfError, defaults_file, defaults_help, parse_conf, read_defaults, resolve_master
 
 
@@ -22,9 +21,7 @@ def spark_options(fn: F) -> F:
         "--min-partitions", type=click.IntRange(min=1), default=None,
         help="At least this many Spark tasks per batch (Spark's Kafka minPartitions: a topic partition's "
              "offsets are split between tasks), to keep more executor cores busy than the topic has "
-             "partitions; given, it also keeps small batches on that many tasks.  [default: one task per "
-             f"topic partition, and one task in all for a drink-count batch of at most {ONE_TASK_OFFSETS:,} "
-             "offsets]")(fn)
+             "partitions.  [default: one task per topic partition]")(fn)
     fn = click.option(
         "--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=_conf,
         help="A Spark setting, as with spark-submit; repeatable (spark.executor.memory=2g, "

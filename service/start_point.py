@@ -87,16 +87,6 @@ def replay_filter(start: Mapping[int, int] | None, applied: Mapping[int, int]) -
     return {p: o for p, o in applied.items() if start.get(p, 0) < o}
 
 
-def planned_span(start: Mapping[int, int] | None, end: Mapping[int, int] | None) -> int | None:
-    """Pure: how many offsets a batch planned from ``start`` to ``end`` covers (records,
-    and the transaction markers among them), or None when the log cannot tell. A
-    partition missing from ``start`` counts from 0, so an unknown start never makes a
-    batch look smaller than it is."""
-    if start is None or end is None:
-        return None
-    return sum(max(0, o - start.get(p, 0)) for p, o in end.items())
-
-
 def _log_text(path: Path) -> str:
     """A Spark metadata log file: a version line, then JSON lines; anything else is damage."""
     text = path.read_text()

@@ -63,9 +63,6 @@ class DrinkCountSink(OrderedCommitSink):
         opts = self.options or SinkOptions(KafkaConnection())
         # 1. + 2. Count only what the store has not applied yet.
         applied = self.store.next_offsets(self.input_topic)
-        span = self.planned_span(batch_id, self.input_topic)
-        if opts.one_task_offsets and span is not None and span <= opts.one_task_offsets:
-            df = df.coalesce(1)  # why: service.run_defaults.ONE_TASK_OFFSETS
         agg = aggregate_batch(df, self.replay_filter(batch_id, self.input_topic, applied), opts.max_name_bytes,
                               opts.dlq_record_bytes)
         agg.next_offsets = self.batch_ends(batch_id, self.input_topic, agg.next_offsets, applied)

@@ -1,9 +1,6 @@
 import json
 from pathlib import Path
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from service.start_point import EARLIEST, checkpoint_resume_offsets, choose_start
 
 T = "brew.orders.v1"
@@ -119,30 +116,3 @@ def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
     assert batch_start_offsets(root, 0, T) == {0: 1, 1: 2}
     assert batch_start_offsets(root, 1, T) == {0: 5, 1: 7}
     assert batch_start_offsets(root, 5, T) is None
-
-
-offsets = st.dictionaries(st.integers(0, 8), st.integers(0, 2**40), max_size=6)
-
-
-@given(st.none() | offsets, st.none() | offsets)
-def test_a_planned_span_counts_every_offset_and_never_less(start: dict[int, int] | None,
-                                                           end: dict[int, int] | None) -> None:
-    from service.start_point import planned_span
-
-    span = planned_span(start, end)
-    if start is None or end is None:
-        assert span is None
-        return
-    # The oracle: every offset a partition's end is past its start (0 when unknown) by.
-    assert span == sum(len(range(start.get(p, 0), o)) for p, o in end.items())
-    assert span >= sum(max(0, o - start[p]) for p, o in end.items() if p in start)
-
-
-def test_a_planned_span_of_a_logged_batch(tmp_path: Path) -> None:
-    from service.start_point import batch_end_offsets, batch_start_offsets, planned_span
-
-    root = _checkpoint(tmp_path / "c", {0: GOOD, 1: GOOD}, [0])
-    (root / "sources" / "0").mkdir(parents=True)
-    (root / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"brew.orders.v1":{"0":1,"1":2}}')
-    assert planned_span(batch_start_offsets(root, 0, T), batch_end_offsets(root, 0, T)) == (5 - 1) + (7 - 2)
-    assert planned_span(batch_start_offsets(root, 5, T), batch_end_offsets(root, 5, T)) is None
