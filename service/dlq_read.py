@@ -16,6 +16,7 @@ from datetime import datetime
 
 from service.dlq import UNAVAILABLE
 from service.durations import parse_duration
+from service.limits import printable
 from topics.kafka import KafkaConnection
 from topics.records import ORIGINAL_SIZE, TRUNCATED, headers_of, read_from
 
@@ -127,6 +128,5 @@ def preview(raw: bytes | None, limit: int = 80) -> str:
     """The start of some bytes on one line, for people."""
     if raw is None:
         return "null"
-    text = raw[:limit * 4].decode("utf-8", "replace")
-    text = "".join(c if c.isprintable() else "\ufffd" for c in text)
+    text = printable(raw[:limit * 4].decode("utf-8", "replace"))
     return text if len(text) <= limit else text[:limit] + "…"

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from service.dlq_read import DlqRecord, NotDlq, preview
+from service.limits import printable
 from service.metrics import reason_label
 from topics.clock import utc_iso
 
@@ -87,11 +88,11 @@ def summary_text(summary: Summary) -> str:
     for g in groups:
         span = f"{utc_iso(g.first_ms / 1000)} .. {utc_iso(g.last_ms / 1000)}" if g.first_ms and g.last_ms else ""
         replayed = f", {g.replayed} replayed" if g.replayed else ""
-        lines.append(f"{g.count:>7}  {g.reason}  ({span}{replayed})")
+        lines.append(f"{g.count:>7}  {printable(g.reason)}  ({span}{replayed})")
         for r in g.samples:
             size = "" if r.whole else (" [unavailable]" if r.unavailable else
                                        f" [cut; {r.original_size or '?'} bytes in {r.source_topic}]")
-            lines.append(f"           {r.source}  {r.reason}")
+            lines.append(f"           {r.source}  {printable(r.reason)}")
             lines.append(f"             key={preview(r.key, 40)} value={preview(r.value)}{size}")
     if summary.foreign:
         lines.append(f"{len(summary.foreign):>7}  {NOT_OURS}: {summary.foreign[0].problem} "

@@ -5,6 +5,10 @@ and session keys (windows, whose store keeps a 2-byte key length), and they appe
 top-N snapshots and closed-window records. A name over the bound makes its whole
 record bad at parse time, so every record that carries names stays far below Kafka's
 1 MB record limit.
+
+Names are data, not text for a terminal: whatever a valid name holds (newlines, escape
+sequences, bidi overrides) is shown through ``printable``, so a record cannot redraw or
+forge the lines a person reads.
 """
 
 from __future__ import annotations
@@ -34,3 +38,17 @@ def is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: each character Python calls unprintable (controls, format
+    characters such as bidi overrides, separators other than the space) becomes a visible
+    escape, so the result is one line that draws only what it says."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

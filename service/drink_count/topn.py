@@ -9,6 +9,7 @@ from datetime import datetime
 import orjson
 
 from restorer.codec import BAD_ORDERS, StoreState
+from service.limits import printable
 from topics.clock import utc_iso
 
 SNAPSHOT_KEY = b"top-n"
@@ -30,8 +31,9 @@ def top_n(counts: Mapping[str, int], n: int) -> list[Ranked]:
 def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked]) -> str:
     """The seed's table: ``[HH:MM:SS] processed=N top-10:`` then one ranked row each."""
     lines = [f"[{now.astimezone():%H:%M:%S}] processed={processed} top-{n}:"]
-    width = max((len(r.drink) for r in ranked), default=0)
-    lines += [f"  {r.rank:>2}. {r.drink:<{width}}  {r.count}" for r in ranked]
+    shown = [printable(r.drink) for r in ranked]
+    width = max(map(len, shown), default=0)
+    lines += [f"  {r.rank:>2}. {name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
     if not ranked:
         lines.append("  (no drinks counted yet)")
     return "\n".join(lines)
@@ -65,8 +67,9 @@ def counts_text(state: StoreState, n: int | None = None) -> str:
     """``brewstream counts``: the drinks ranked (all, or the top ``n``), then the counters and
     the next input offsets."""
     ranked = top_n(state.counts, n or len(state.counts))
-    width = max((len(r.drink) for r in ranked), default=5)
-    lines = [f"{r.drink:<{width}}  {r.count}" for r in ranked]
+    shown = [printable(r.drink) for r in ranked]
+    width = max(map(len, shown), default=5)
+    lines = [f"{name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
     offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
     lines.append(f"processed_orders={state.processed_orders} bad_orders={state.meta.get(BAD_ORDERS, 0)} "
                  f"next offsets: {offsets or '(none)'}")
