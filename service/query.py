@@ -225,7 +225,10 @@ def failure_line(text: str) -> str:
     found = [(m.group(1), m.group(2).strip()) for ln in text.splitlines() if (m := _ERROR_LINE.match(ln))]
     telling = [(name, message) for name, message in found if name.rsplit(".", 1)[-1] not in _WRAPPERS]
     python = [(name, message) for name, message in telling if not name.startswith(("org.", "java.", "scala."))]
-    pick = python[-1] if python else telling[0] if telling else None  # a worker's own error comes last
+    # A wrapper's own message, when nothing below it is named ("Could not parse Master URL").
+    wrapped = [(name, message) for name, message in found if not message.startswith("An error occurred while calling")]
+    # A worker's own error comes last.
+    pick = python[-1] if python else telling[0] if telling else wrapped[0] if wrapped else None
     if pick is not None:
         return f"{pick[0].rsplit('.', 1)[-1]}: {pick[1][:300]}"
     for line in text.splitlines():

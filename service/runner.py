@@ -42,6 +42,7 @@ from service.query import drop_checkpoint, failure_line, run_query, stop_quietly
 from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
+from service.spark_conf import is_local
 from service.spark_session import build_session, warm_python_workers
 from topics.catalog import DEFAULT_TOPICS, Topics
 from topics.errors import BrewError
@@ -300,20 +301,35 @@ class Daemon:
     def spark(self) -> SparkSession:
         """The session, built once, with Python workers that have imported the batch code."""
         if self._spark is None:
-            self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
-                                        log_file=spark_log(self.cfg))
+            try:
+                self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
+                                            log_file=spark_log(self.cfg))
+            except BrewError:
+                raise
+            except Exception as exc:
+                raise BrewError(spark_start_failure(self.cfg.master, str(exc), spark_log(self.cfg))) from None
         if not self._warm:
             try:
                 warm_python_workers(self._spark, self.p.batch_module)
             except Exception as exc:
                 # On a cluster this is where an executor's Python first shows whether it can
                 # run the batch code at all.
-                hint = "" if self.cfg.master.startswith("local") else (
+                hint = "" if is_local(self.cfg.master) else (
                     "; executors need Python with pyspark, pyarrow and orjson: choose it with "
                     "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
                 raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
             self._warm = True
         return self._spark
+
+
+def spark_start_failure(master: str, text: str, log_file: Path) -> str:
+    """Why Spark did not start, in one line that says where to look."""
+    if "JAVA_GATEWAY_EXITED" in text:
+        # spark-submit or the JVM refused its settings and printed why on stderr.
+        return (f"Spark's JVM exited while starting, with its reason printed above: check --master ({master}), "
+                "the --conf settings and spark-defaults.conf, and that Java 17 or later is on PATH or JAVA_HOME")
+    where = "" if is_local(master) else f"; is the master at {master} running and reachable from here?"
+    return f"Spark did not start on {master}: {failure_line(text)}{where} (Spark's log: {log_file})"
 
 
 # Logged by a standby that became active, and read by the failover drill and benchmark.

@@ -106,8 +106,13 @@ def merged(ours: Mapping[str, str], from_file: Mapping[str, str], user: Mapping[
 
 
 def resolve_master(flag: str | None, user: Mapping[str, str], from_file: Mapping[str, str]) -> str:
-    """--master, else spark.master from --conf or spark-defaults.conf, else local[*]."""
-    return flag or user.get(MASTER_KEY) or from_file.get(MASTER_KEY) or LOCAL_MASTER
+    """--master, else spark.master from --conf or spark-defaults.conf, else local[*].
+    ``ConfError`` for a URL spark-submit would refuse, before a JVM is started for it."""
+    master = flag or user.get(MASTER_KEY) or from_file.get(MASTER_KEY) or LOCAL_MASTER
+    if not (master == "yarn" or master.startswith(("local", "spark://", "k8s://"))):
+        raise ConfError(f"{master!r} is not a Spark master URL: use local[N], local[*], spark://HOST:PORT, yarn "
+                        "or k8s://URL")
+    return master
 
 
 def is_local(master: str) -> bool:

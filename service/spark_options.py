@@ -38,11 +38,16 @@ def spark_options(fn: F) -> F:
 
 def master_of(master: str | None, spark_conf: dict[str, str]) -> str:
     """The master a run uses: see --master's help."""
-    return resolve_master(master, spark_conf, read_defaults(defaults_file()))
+    try:
+        return resolve_master(master, spark_conf, read_defaults(defaults_file()))
+    except ConfError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--master' (or spark.master)") from None
 
 
 def spark_run_args(master: str | None, spark_conf: dict[str, str], min_partitions: int | None) -> tuple[str, ...]:
-    """The same flags again, for a `brewstream run` child process (the drills)."""
+    """The same flags again, for a `brewstream run` child process (the drills); a master
+    the child would refuse is refused here, before anything starts."""
+    master_of(master, spark_conf)
     args = ["--master", master] if master else []
     for key, value in spark_conf.items():
         args += ["--conf", f"{key}={value}"]

@@ -1,5 +1,8 @@
 """A failed query is reported in one line naming its real cause."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from service.query import failure_line
 
 PY4J = """An error occurred while calling o151.getResult.
@@ -28,3 +31,21 @@ def test_a_full_disk_says_what_to_do() -> None:
 
 def test_never_the_traceback_framing() -> None:
     assert failure_line("Return Message: Traceback (most recent call last):\nsomething odd") == "something odd"
+
+
+def test_a_wrapper_that_names_nothing_below_it_gives_its_own_message() -> None:
+    text = ("An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.\n"
+            ": org.apache.spark.SparkException: Could not parse Master URL: 'local[abc]'\n"
+            "\tat org.apache.spark.SparkContext$.createTaskScheduler(SparkContext.scala:3300)\n")
+    assert failure_line(text) == "SparkException: Could not parse Master URL: 'local[abc]'"
+
+
+_LINES = st.sampled_from(["", ": ", "\tat x.y(Z.java:1)", "Caused by: ", "Traceback (most recent call last):",
+                          "org.apache.spark.SparkException: ", "java.io.IOException: No space left on device",
+                          "An error occurred while calling o1.x.", "TypeError: ", "Exception: "])
+
+
+@given(st.lists(st.one_of(_LINES, st.text(), st.builds(str.__add__, _LINES, st.text())), max_size=8))
+def test_any_text_gives_one_line(lines: list[str]) -> None:
+    line = failure_line("\n".join(lines))
+    assert line and "\n" not in line and "\r" not in line and len(line) <= 600

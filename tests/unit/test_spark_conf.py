@@ -74,6 +74,12 @@ def test_master_comes_from_the_flag_then_conf_then_the_file() -> None:
     assert resolve_master(None, {}, {}) == "local[*]"
 
 
+@pytest.mark.parametrize("master", ["nonsense", "", "spark:/x", "Local[2]", "yarn-cluster", "mesos://x:5050"])
+def test_a_master_spark_submit_would_refuse_is_refused_before_a_jvm_starts(master: str) -> None:
+    with pytest.raises(ConfError, match="not a Spark master URL"):
+        resolve_master(None, {"spark.master": master} if master else {}, {"spark.master": master or "x"})
+
+
 @pytest.mark.parametrize(("master", "loopback"), [
     ("spark://127.0.0.1:7077", True), ("spark://localhost:7077", True), ("spark://127.0.0.1:1,localhost:2", True),
     ("spark://10.0.0.5:7077", False), ("spark://127.0.0.1:1,db1:2", False), ("yarn", False), ("local[*]", False),
