@@ -266,6 +266,10 @@ class Daemon:
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
             health.set(STARTING, "starting the query")
             spark = self.spark()
+            if self.stop.is_set():
+                # Asked to stop while the JVM started: nothing was read, so nothing is left to finish.
+                log.info("stopping before the query started")
+                return None
             options = SinkOptions(cfg.conn, cfg.checkpoint_dir, cfg.max_name_bytes, self.record_bytes,
                                   cfg.takeover_timeout_s)
             sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))),
