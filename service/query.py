@@ -52,6 +52,9 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
         query = start_query(spark, p, cfg, sink, start)
         on_started(query)
         failure = wait(query, sink, stop, lost)
+        if stop.is_set() and not sink.close(STOP_WAIT_S):
+            log.warning("the batch in flight did not finish within %.0fs; stopping it (the next start does it "
+                        "again)", STOP_WAIT_S)
         stop_quietly(query.stop)
         if failure is None:
             return None
@@ -175,6 +178,12 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
         finished = query.awaitTermination(int(WARM_TIMEOUT_S))
         if not finished:
             query.stop()
+
+
+# How long a stop waits for the batch in flight to commit before it interrupts it. Only
+# then is the query stopped: stopping it interrupts a batch, and Spark then matches the
+# Python error's whole text against a pattern that overflows the stack on a long one.
+STOP_WAIT_S = 60.0
 
 
 def wait(query: StreamingQuery, sink: BatchSink, stop: threading.Event, lost: Callable[[], str | None]) -> str | None:

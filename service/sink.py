@@ -95,10 +95,14 @@ class OrderedCommitSink:
                 self._failed(exc)
                 raise
 
-    def close(self) -> None:
-        """Wait for the batch in flight, then refuse new ones."""
-        with self._lock:
-            self._closed = True
+    def close(self, timeout_s: float = -1) -> bool:
+        """Refuse new batches, and wait for the batch in flight to commit (at most
+        ``timeout_s`` when given); False when it was still running then."""
+        self._closed = True  # read under the lock by the next batch
+        if not self._lock.acquire(timeout=timeout_s):
+            return False
+        self._lock.release()
+        return True
 
     @property
     def fenced(self) -> bool:
