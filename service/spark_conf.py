@@ -31,6 +31,13 @@ DEFAULTS: dict[str, str] = {
     # Rows reach the Python workers as Arrow batches of 10,000 rows; ten thousand 1 MB
     # records would be a 10 GB batch. Cut a batch at 32 MiB too (whichever comes first).
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
+    # Every batch writes two small files to the checkpoint (its offsets, then its commit).
+    # Through Hadoop's FileContext API, on the local disk the checkpoint is always on, they
+    # took 40-55 ms each; through the FileSystem API 12-16 ms, .crc files kept (BENCHMARKS.md,
+    # "Where a small batch's time goes outside the batch function"). That manager needs
+    # atomic renames, which a local disk has, and a single writer: the active instance.
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
 # Settings whose value is a list: brewstream's entries come first and the user's are
 # added, never replaced (spark.jars carries the Kafka source, which every query needs).
