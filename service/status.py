@@ -15,6 +15,7 @@ from restorer.store import StateDir, Store
 from service.durations import format_duration
 from service.health import FENCED, RESTORING
 from service.lease import LEASE_PARTITION, Announcement
+from service.limits import printable
 from topics.clock import utc_iso, wait_until
 from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
@@ -142,6 +143,8 @@ def status_text(s: Status, now: float | None = None) -> str:
     lines.append(f"total lag on {s.topic}: {s.lag}")
     for v in s.instances:
         a = v.what
-        lines.append(f"instance {a.instance}: {a.role}{' (holds the lease)' if a.holds_lease else ''}, batch {a.seq}, "
-                     f"pid {a.pid} on {a.host}, state dir {a.state_dir}, announced {v.age_s:.1f}s ago")
+        # Announcements are read from a topic anyone with access may write to.
+        lines.append(f"instance {printable(a.instance)}: {printable(a.role)}"
+                     f"{' (holds the lease)' if a.holds_lease else ''}, batch {a.seq}, pid {a.pid} on "
+                     f"{printable(a.host)}, state dir {printable(a.state_dir)}, announced {v.age_s:.1f}s ago")
     return "\n".join(lines)
