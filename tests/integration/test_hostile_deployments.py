@@ -1,5 +1,6 @@
 """Deployments nobody on the team wrote: a second instance, a fenced zombie, a changelog that
-lost records, was re-created or grew partitions, input lost upstream, a full disk. Each
+lost records, was re-created or grew partitions, input that grew partitions or was lost
+upstream, a full disk. Each
 ends exact, or with one line that says what was lost and what to do."""
 
 from __future__ import annotations
@@ -219,6 +220,33 @@ def test_a_changelog_with_more_partitions_is_refused_then_migrated(pipe: Pipelin
     second = make_orders(300, seed=57)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
     assert available_now(pipe, tmp_path).returncode == 0
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
+    assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
+
+
+def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipeline, tmp_path: Path) -> None:
+    """An operator grows the input topic while the daemon runs: the new partitions are read
+    from their start and every order is counted once."""
+    first = make_orders(400, seed=70)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    log = tmp_path / "d.log"
+    daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
+    try:
+        wait_until(lambda: "processed=400" in log.read_text(), 180, "the first orders to be counted")
+        admin = pipe.conn.admin()
+        for f in admin.create_partitions([NewPartitions(pipe.topics.orders, 6)]).values():
+            f.result()
+        wait_until(lambda: len(admin.list_topics(pipe.topics.orders, timeout=10).topics[pipe.topics.orders].partitions)
+                   == 6, 30, "the broker to show six partitions")
+        second = make_orders(600, seed=71)
+        placed = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+        assert {p for p, _ in placed} & {3, 4, 5}, "the test needs orders in the new partitions"
+        wait_until(lambda: "processed=1000" in log.read_text(), 180, "the orders in the new partitions")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
 

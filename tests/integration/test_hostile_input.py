@@ -1,5 +1,5 @@
 """Input nobody on the team wrote: poison records, floods of garbage, huge names, aborted
-upstream transactions, a damaged checkpoint. The daemon keeps counting, the counts are
+and open upstream transactions, a damaged checkpoint. The daemon keeps counting, the counts are
 exact, every bad record reaches the DLQ once."""
 
 from __future__ import annotations
@@ -163,6 +163,29 @@ def test_aborted_upstream_transactions_count_nothing(pipe: Pipeline, tmp_path: P
     assert "resuming from the checkpoint" in second.stderr
     assert "ahead of the store" not in second.stderr
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(good + more)
+
+
+def test_an_open_upstream_transaction_holds_back_only_what_follows_it(pipe: Pipeline, tmp_path: Path) -> None:
+    """An upstream producer leaves a transaction open: a read-committed reader stops at its
+    first record (the last stable offset), so the run counts what came before it and ends;
+    once it commits, the next run counts it and everything after it, each once."""
+    before, pending, after = make_orders(200, seed=46), make_orders(100, seed=47), make_orders(150, seed=48)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in before), partition=0)
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "transactional.id": f"open-{pipe.topics.prefix}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for o in pending:
+        k, v = order_bytes(o)
+        p.produce(pipe.topics.orders, key=k, value=v, partition=0)
+    p.flush(30)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in after), partition=0)
+    first = run_cli(pipe, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(before)
+    p.commit_transaction(30)
+    second = run_cli(pipe, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(before + pending + after)
 
 
 def test_a_truncated_checkpoint_is_dropped_with_a_warning(pipe: Pipeline, tmp_path: Path) -> None:
