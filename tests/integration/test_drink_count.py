@@ -179,7 +179,7 @@ def test_sigterm_under_load_lets_the_batch_in_flight_commit(pipe: Pipeline, tmp_
     batch commits before the query is stopped: stopping a query mid-batch had Spark match
     the Python error against a pattern that overflowed its stack (a StackOverflowError
     on stderr at most stops under load). The stop is exact: a restart counts the rest."""
-    orders = make_orders(30_000, seed=9)
+    orders = make_orders(150_000, seed=9)  # 30 s of feed: longer than the batches the test waits for
     halt = threading.Event()
 
     def feed() -> None:
