@@ -26,6 +26,7 @@ def describe(quix_version: str | None) -> dict[str, Any]:
         "confluent_kafka": _dist("confluent-kafka"),
         "rocksdict": _dist("rocksdict"),
         "orjson": _dist("orjson"),
+        "msgspec": _dist("msgspec"),
         "quixstreams": quix_version,
     }
 

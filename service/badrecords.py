@@ -6,7 +6,7 @@ budget of bad bytes, later bad records travel as their position only and the dri
 reads them back from the source topic (``service.dlq``). So a flood of huge garbage costs
 the driver the same small memory as a trickle.
 
-Nothing here may import a Kafka client: executors have only pyspark, pyarrow and orjson.
+Nothing here may import a Kafka client: executors have only ``service.shipped_code.EXECUTOR_PACKAGES``.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from service.limits import MAX_NAME_BYTES
 from service.metrics import Metrics, MetricsRefresher
 from service.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.shipped_code import EXECUTOR_PACKAGES
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
 from service.spark_conf import is_local
@@ -319,7 +320,7 @@ class Daemon:
                 # On a cluster this is where an executor's Python first shows whether it can
                 # run the batch code at all.
                 hint = "" if is_local(self.cfg.master) else (
-                    "; executors need Python with pyspark, pyarrow and orjson: choose it with "
+                    f"; executors need Python with {', '.join(EXECUTOR_PACKAGES)}: choose it with "
                     "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
                 raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
             self._warm = True

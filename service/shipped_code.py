@@ -5,7 +5,7 @@ they live in (``service.drink_count.aggregate``, ``service.windows.aggregate`` a
 those import). Rather than asking for brewstream on every worker at the same path, the
 driver zips the ``.py`` files of its own packages, as installed right now, and hands the
 zip to Spark (``addPyFile``), which puts it on every Python worker's path. A worker then
-needs Python with pyspark, pyarrow and orjson, nothing of ours.
+needs Python with ``EXECUTOR_PACKAGES``, nothing of ours.
 
 The zip is built at run time, never committed; only sources go in (no bytecode), so an
 executor on another Python version compiles them itself. Its name is a digest of its
@@ -26,6 +26,9 @@ from pathlib import Path
 from topics.errors import BrewError
 
 PACKAGES = ("service", "restorer", "topics", "sandbox")
+# What the batch code imports beyond the standard library: an executor's Python needs
+# them (pyspark at the driver's version). Its imports are checked where it is warmed up.
+EXECUTOR_PACKAGES = ("pyspark", "pyarrow", "orjson", "msgspec")
 # Fixed entry times make the bytes (and so the name) depend on the code only.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

@@ -127,7 +127,7 @@ def warm_python_workers(spark: SparkSession, module: str) -> None:
     """Start a Python worker per task slot and import ``module`` in it, before the query.
 
     Otherwise the first batch after every start pays for spawning workers and importing
-    pyarrow, orjson and the batch code: seconds, on the path that decides how fast a
+    pyarrow, the parsers and the batch code: seconds, on the path that decides how fast a
     restarted daemon catches up.
     """
     slots = spark.sparkContext.defaultParallelism

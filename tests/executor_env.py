@@ -1,4 +1,4 @@
-"""A Python environment for Spark executors that has pyspark, pyarrow and orjson and
+"""A Python environment for Spark executors that has what the batch code imports and
 nothing of brewstream: what a worker of a real cluster has.
 
 Built once into ``.cache/spark-executor-venv`` (pip's cache keeps the large pyspark
@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from service.shipped_code import EXECUTOR_PACKAGES
+
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".cache" / "spark-executor-venv"
 MARKER = VENV / ".installed"
@@ -20,8 +22,8 @@ INSTALL_TIMEOUT_S = 900
 
 
 def requirements() -> list[str]:
-    # The executors' pyspark matches the driver's; pyarrow and orjson at any recent version.
-    return [f"pyspark=={importlib.metadata.version('pyspark')}", "pyarrow>=15", "orjson>=3.10"]
+    # The executors' pyspark matches the driver's; the others at any recent version.
+    return [f"pyspark=={importlib.metadata.version('pyspark')}", "pyarrow>=15", "orjson>=3.10", "msgspec>=0.19"]
 
 
 def executor_python() -> Path:
@@ -45,7 +47,7 @@ def _build(want: str) -> None:
 def _check() -> None:
     """The environment has what executors need, and no brewstream."""
     python = str(VENV / "bin" / "python")
-    _run([python, "-c", "import pyspark, pyarrow, orjson"])
+    _run([python, "-c", "import " + ", ".join(EXECUTOR_PACKAGES)])
     probe = subprocess.run([python, "-c", "import service"], capture_output=True, text=True, cwd="/")
     assert probe.returncode != 0, f"{VENV} can import brewstream's packages; it must not"
 

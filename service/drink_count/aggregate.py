@@ -1,6 +1,6 @@
 """Parse and count one micro-batch of orders inside Spark.
 
-Each Spark task parses its rows with orjson and sums drinks locally (a partial count),
+Each Spark task parses its rows (``service.drink_count.orders``) and sums drinks locally (a partial count),
 so only a handful of rows per task cross to the driver: one per drink, one per input
 partition for its highest offset, one for the number of good orders, and the bad
 orders (cut to what the DLQ holds, or only their position once the task's budget is
@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import pyarrow as pa
 
 from service.badrecords import BadRecord, CarryBudget, carry, internal_reason
-from service.drink_count.orders import BadOrder, clean_items, count_drinks, count_order
+from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.limits import MAX_NAME_BYTES
 
 if TYPE_CHECKING:
@@ -72,41 +71,32 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
     highest: dict[int, int] = {}
     bad: list[BadRecord] = []
     budget = CarryBudget()
-    loads = orjson.loads
     for batch in batches:
         if batch.num_rows == 0:
             continue
         track_highest(batch, highest)
         values = batch.column("value").to_pylist()
+        # The clean majority on a shorter path that counts only what count_drinks
+        # counts, and the same (tests/unit/test_orders.py checks both on any bytes);
+        # the rest, marked rows among them (their value did not travel), below.
+        counted, rest = count_plain(values, max_name_bytes, totals)
+        good += counted
+        if not rest:
+            continue
         marks = batch.column(LARGE).to_pylist() if LARGE in batch.schema.names else None
-        for i, raw in enumerate(values):
+        for i in rest:
             if marks is not None and marks[i]:
                 large += 1
                 continue
-            # The clean majority: a value column holds bytes or None, and for non-empty
-            # bytes that orjson reads, count_drinks is count_order of what it read;
-            # clean_items proves the plain clean orders on a shorter path still
-            # (tests/unit/test_orders.py checks that the three agree on any bytes).
-            # Whatever raises here takes the full path below, which names the reason.
+            raw = values[i]
             try:
-                doc = loads(raw)
-                items = clean_items(doc, max_name_bytes)
-                if items is not None:
-                    good += 1
-                    for item in items:
-                        drink = item["drink"]
-                        totals[drink] = totals.get(drink, 0) + item["quantity"]
-                    continue
-                drinks = count_order(doc, max_name_bytes)
-            except Exception:
-                try:
-                    drinks = count_drinks(raw, max_name_bytes=max_name_bytes)
-                except BadOrder as exc:
-                    bad.append(_bad(batch, i, raw, str(exc), budget, dlq_record_bytes))
-                    continue
-                except Exception as exc:  # total per record: see the module docstring
-                    bad.append(_bad(batch, i, raw, internal_reason(exc), budget, dlq_record_bytes))
-                    continue
+                drinks = count_drinks(raw, max_name_bytes=max_name_bytes)
+            except BadOrder as exc:
+                bad.append(_bad(batch, i, raw, str(exc), budget, dlq_record_bytes))
+                continue
+            except Exception as exc:  # total per record: see the module docstring
+                bad.append(_bad(batch, i, raw, internal_reason(exc), budget, dlq_record_bytes))
+                continue
             good += 1
             for drink, qty in drinks.items():
                 totals[drink] = totals.get(drink, 0) + qty

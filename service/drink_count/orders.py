@@ -15,8 +15,11 @@ value counts (orjson and the stdlib parser agree on that).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from service.json_reasons import LongInt, exact_reason, refused_reason, show
@@ -96,24 +99,55 @@ def count_order(doc: object, max_name_bytes: int) -> dict[str, int]:
     return counts
 
 
-def clean_items(doc: object, max_name_bytes: int) -> list[dict[str, Any]] | None:
-    """The items of ``doc`` when it is a plain clean order, else None: a shorter check for
-    the common case, not a second definition of an order. It accepts a subset of what
-    ``count_order`` accepts (ASCII ids and drink names, exact types as orjson builds
-    them) and its items count the same (tests/unit/test_orders.py checks both on any
-    document); None says only "take ``count_order``", which decides and names the reason."""
-    if type(doc) is not dict:
-        return None
-    oid, sid, items = doc.get("order_id"), doc.get("shop_id"), doc.get("items")
-    if type(oid) is not str or type(sid) is not str or type(items) is not list or not items:
-        return None
-    if not (oid.isascii() and sid.isascii()):
-        return None
-    for item in items:
-        if type(item) is not dict:
-            return None
-        drink, qty = item.get("drink"), item.get("quantity")
-        if (type(drink) is not str or type(qty) is not int or not drink or not drink.isascii()
-                or len(drink) > max_name_bytes or not 0 < qty <= MAX_QUANTITY):
-            return None
-    return items
+def count_plain(values: Sequence[object], max_name_bytes: int, totals: dict[str, int]) -> tuple[int, list[int]]:
+    """Adds the drinks of each plain clean order among ``values`` to ``totals``; returns how
+    many it counted and the indices of the others, for ``count_drinks`` to count or name
+    the reason. A shorter path for the common case, not a second definition of an order.
+
+    msgspec decodes the bytes straight into typed fields, and the type does what
+    ``count_order`` does by hand: exact JSON types (no floats, booleans or nulls for a
+    quantity), the ranges, a non-empty ``items``, valid UTF-8, the last value of a
+    repeated key. It takes a subset of what ``count_drinks`` takes: no key beyond the
+    order's own (an unknown field is skipped unparsed, where orjson would refuse a number
+    beyond a double or a lone surrogate in it) and no ``\\u`` escape (the only way to
+    spell a lone surrogate in valid UTF-8). tests/unit/test_orders.py checks on any bytes
+    that it never counts what ``count_drinks`` or an independent oracle refuses, and that
+    it counts the same. One loop over the task's values: a call per order would cost a
+    sixth of the time it saves."""
+    decode = _plain_decoder(max_name_bytes)
+    rest: list[int] = []
+    good = 0
+    for i, raw in enumerate(values):
+        if type(raw) is not bytes or b"\\u" in raw:
+            rest.append(i)
+            continue
+        try:
+            items = decode(raw).items
+        except Exception:  # msgspec's errors and bad UTF-8; count_drinks decides
+            rest.append(i)
+            continue
+        # The decoder bounds a name in characters; the limit is in UTF-8 bytes.
+        if not raw.isascii() and any(len(item.drink.encode("utf-8")) > max_name_bytes for item in items):
+            rest.append(i)
+            continue
+        good += 1
+        for item in items:
+            drink = item.drink
+            totals[drink] = totals.get(drink, 0) + item.quantity
+    return good, rest
+
+
+@functools.cache
+def _plain_decoder(max_name_bytes: int) -> Callable[[bytes], Any]:
+    if max_name_bytes <= 0:
+        raise ValueError(f"max_name_bytes must be positive, not {max_name_bytes}")
+    item = msgspec.defstruct("PlainItem", [
+        ("drink", Annotated[str, msgspec.Meta(min_length=1, max_length=max_name_bytes)]),
+        ("quantity", Annotated[int, msgspec.Meta(ge=1, le=MAX_QUANTITY)]),
+    ], forbid_unknown_fields=True)
+    order = msgspec.defstruct("PlainOrder", [
+        ("order_id", str),
+        ("shop_id", str),
+        ("items", Annotated[list[item], msgspec.Meta(min_length=1)]),  # type: ignore[valid-type]
+    ], forbid_unknown_fields=True)
+    return msgspec.json.Decoder(order).decode

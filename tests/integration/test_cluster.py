@@ -1,6 +1,6 @@
 """Both pipelines on a real standalone Spark cluster: a master and two one-core workers
 started from pyspark's own ``spark-class`` (``sandbox.spark_cluster``), whose executors
-run a Python environment that has pyspark, pyarrow and orjson and nothing of brewstream.
+run a Python environment that has what the batch code imports and nothing of brewstream.
 The driver ships its own code; a worker SIGKILLed in the middle of a batch costs a task
 retry, never a count.
 """

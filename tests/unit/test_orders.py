@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from service.drink_count.aggregate import merge_partials, partial_counts
-from service.drink_count.orders import BadOrder, clean_items, count_drinks, count_order
+from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 from topics.orders_gen import OrderGenerator
@@ -448,55 +448,127 @@ def test_the_oracle_reads_the_corpus_like_the_parser() -> None:
             assert oracle_counts(raw) == expected
 
 
-# --- the shorter path of a Spark task (clean_items) ------------------------------------
+# --- the shorter path of a Spark task (count_plain) ------------------------------------
 
-def summed(items: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item["drink"]] = out.get(item["drink"], 0) + item["quantity"]
-    return out
-
-
-def check_clean_items(raw: bytes) -> bool:
-    """clean_items never passes what count_order or the oracle refuses, and what it passes
-    counts the same; True when it passed the order read by orjson (as a task reads it).
-    The stdlib parser's documents are checked against count_order too: it keeps lone
-    surrogates, NaN and integers beyond 64 bits, which orjson refuses."""
-    passed = False
-    for parse in (orjson.loads, json.loads):
-        try:
-            doc = parse(raw)
-        except (ValueError, RecursionError):
-            continue
-        items = clean_items(doc, MAX_NAME_BYTES)
-        if items is None:
-            continue
-        assert count_order(doc, MAX_NAME_BYTES) == summed(items), raw[:300]
-        if parse is orjson.loads:
-            assert summed(items) == oracle_counts(raw), raw[:300]
-            passed = True
-    return passed
+def check_count_plain(raw: bytes, max_name_bytes: int = MAX_NAME_BYTES) -> bool:
+    """count_plain never counts what count_drinks or the oracle refuses, and what it
+    counts it counts the same; True when it counted the order."""
+    totals: dict[str, int] = {}
+    counted, rest = count_plain([raw], max_name_bytes, totals)
+    assert (counted, rest) in ((1, []), (0, [0])) and bool(totals) == bool(counted)
+    if not counted:
+        return False
+    assert totals == count_drinks(raw, max_name_bytes=max_name_bytes), raw[:300]
+    if max_name_bytes == MAX_NAME_BYTES:
+        assert totals == oracle_counts(raw), raw[:300]
+    return True
 
 
 @settings(PROPERTY, max_examples=600)
 @given(near_valid_orders())
-def test_the_clean_order_check_never_passes_a_bad_order(raw: bytes) -> None:
-    check_clean_items(raw)
+def test_the_plain_order_check_never_passes_a_bad_order(raw: bytes) -> None:
+    check_count_plain(raw)
 
 
 @PROPERTY
 @given(json_text.map(to_bytes))
-def test_the_clean_order_check_on_any_json(raw: bytes) -> None:
-    check_clean_items(raw)
+def test_the_plain_order_check_on_any_json(raw: bytes) -> None:
+    check_count_plain(raw)
 
 
-def test_the_clean_order_check_is_not_vacuous() -> None:
+@PROPERTY
+@given(st.sampled_from(JSON_PREFIXES) | st.just(b""), st.binary(max_size=100))
+def test_the_plain_order_check_on_any_bytes(prefix: bytes, tail: bytes) -> None:
+    check_count_plain(prefix + tail)
+
+
+@PROPERTY
+@given(near_valid_orders(), st.integers(1, 12))
+def test_the_plain_order_check_keeps_a_smaller_name_limit(raw: bytes, limit: int) -> None:
+    """The limit is in UTF-8 bytes: a name of fewer characters but more bytes is refused."""
+    check_count_plain(raw, limit)
+
+
+# Where a strict decoder and orjson could part: each must be refused, or counted the same.
+PLAIN_EDGES = [
+    b'{"order_id":"a","order_id":"b","shop_id":"s","items":[{"drink":"x","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}],"items":[{"drink":"y","quantity":2}]}',
+    b'{"order_id":"a","shop_id":"s","items":5,"items":[{"drink":"y","quantity":2}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1,"quantity":5}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":"1","quantity":5}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1.0}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1e0}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":true}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":-0}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":2147483648}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":99999999999999999999999}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x\x01","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}]} x',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}]}\x00',
+    b' {"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}]} \n\t\r',
+    b'\xef\xbb\xbf{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}]}',
+    b'{"order_id":"\xed\xa0\x80","shop_id":"s","items":[{"drink":"x","quantity":1}]}',
+    b'{"order_id":"\\ud800","shop_id":"s","items":[{"drink":"x","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"\\u00e9","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"caf\xc3\xa9","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"' + "\u00e9".encode() * 129 + b'","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"' + b"x" * 257 + b'","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"","quantity":1}]}',
+    b'{"order_id":"a","shop_id":"s","items":[]}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}],"note":1e400}',
+    b'{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}],"note":"\\udc00"}',
+    b'{"order_id":null,"shop_id":"s","items":[{"drink":"x","quantity":1}]}',
+    b'[{"order_id":"a","shop_id":"s","items":[{"drink":"x","quantity":1}]}]',
+]
+
+
+@pytest.mark.parametrize("raw", PLAIN_EDGES)
+def test_the_plain_order_check_at_the_edges(raw: bytes) -> None:
+    check_count_plain(raw)
+    check_order(raw)
+
+
+def test_the_plain_order_check_takes_only_what_it_can_prove() -> None:
+    """An order with a field of its own, or a \\u escape, takes count_drinks, which counts it."""
+    extra = b'{"order_id":"a","shop_id":"s","note":"hi","items":[{"drink":"x","quantity":1}]}'
+    escaped = b'{"order_id":"a","shop_id":"s","items":[{"drink":"\\u0078","quantity":1}]}'
+    for raw in (extra, escaped):
+        assert count_plain([raw], MAX_NAME_BYTES, {}) == (0, [0])
+        assert count_drinks(raw) == {"x": 1}
+    totals: dict[str, int] = {}
+    assert count_plain([PLAIN_EDGES[1]], MAX_NAME_BYTES, totals) == (1, []) and totals == {"y": 2}  # the last "items"
+
+
+@PROPERTY
+@given(st.lists(near_valid_orders() | st.binary(max_size=40) | st.none(), max_size=8),
+       st.dictionaries(st.sampled_from(["latte", "x"]), st.integers(1, 5), max_size=2))
+def test_the_plain_orders_of_a_task_and_the_rest_count_like_the_oracle(values: list[bytes | None],
+                                                                        before: dict[str, int]) -> None:
+    """Over a task's values: what count_plain adds to the running totals, plus what
+    count_drinks makes of the values it leaves, is the oracle's count of the good ones."""
+    totals = dict(before)
+    counted, rest = count_plain(values, MAX_NAME_BYTES, totals)
+    assert rest == sorted(set(rest)) and counted + len(rest) == len(values)
+    for i in rest:
+        raw = values[i]
+        if (drinks := oracle_counts(raw)) is not None:
+            counted += 1
+            for drink, qty in drinks.items():
+                totals[drink] = totals.get(drink, 0) + qty
+    expected = dict(before)
+    for raw in values:
+        for drink, qty in (oracle_counts(raw) or {}).items():
+            expected[drink] = expected.get(drink, 0) + qty
+    assert totals == expected and counted == sum(oracle_counts(raw) is not None for raw in values)
+
+
+def test_the_plain_order_check_is_not_vacuous() -> None:
     """Some of the near-valid generator's good orders take the shorter path (most have
-    non-ASCII names, which take count_order), and every order of the project's own
-    generator does."""
+    ids or names written with \\u escapes, or a field of their own, which take
+    count_drinks), and every order of the project's own generator does."""
     good = [raw for raw, ok in zip(*[verdicts(near_valid_orders(), f) for f in (lambda r: r, oracle_counts)],
                                    strict=True) if ok is not None]
-    passed = sum(check_clean_items(raw) for raw in good)
+    passed = sum(check_count_plain(raw) for raw in good)
     assert passed >= len(good) // 10, (passed, len(good))
     generated = OrderGenerator(7)
-    assert all(check_clean_items(orjson.dumps(next(generated))) for _ in range(1000))
+    assert all(check_count_plain(orjson.dumps(next(generated))) for _ in range(1000))
