@@ -31,12 +31,17 @@ def top_n(counts: Mapping[str, int], n: int) -> list[Ranked]:
 def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked]) -> str:
     """The seed's table: ``[HH:MM:SS] processed=N top-10:`` then one ranked row each."""
     lines = [f"[{now.astimezone():%H:%M:%S}] processed={processed} top-{n}:"]
-    shown = [printable(r.drink) for r in ranked]
-    width = max(map(len, shown), default=0)
+    shown, width = _shown(ranked, 0)
     lines += [f"  {r.rank:>2}. {name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
     if not ranked:
         lines.append("  (no drinks counted yet)")
     return "\n".join(lines)
+
+
+def _shown(ranked: list[Ranked], empty_width: int) -> tuple[list[str], int]:
+    """The drink names as a terminal shows them (see ``printable``) and the widest one's width."""
+    shown = [printable(r.drink) for r in ranked]
+    return shown, max(map(len, shown), default=empty_width)
 
 
 def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked],
@@ -67,8 +72,7 @@ def counts_text(state: StoreState, n: int | None = None) -> str:
     """``brewstream counts``: the drinks ranked (all, or the top ``n``), then the counters and
     the next input offsets."""
     ranked = top_n(state.counts, n or len(state.counts))
-    shown = [printable(r.drink) for r in ranked]
-    width = max(map(len, shown), default=5)
+    shown, width = _shown(ranked, 5)
     lines = [f"{name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
     offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
     lines.append(f"processed_orders={state.processed_orders} bad_orders={state.meta.get(BAD_ORDERS, 0)} "
