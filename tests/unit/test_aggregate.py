@@ -1,7 +1,7 @@
 import json
 
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.drink_count.aggregate import BadRecord, merge_partials, partial_counts, small_row_bytes
@@ -71,6 +71,7 @@ def marked(rows: list[tuple[bytes | None, bytes | None, int, int, bool]]) -> pa.
                                       names=[*INPUT.names, "large"])
 
 
+@settings(deadline=None)  # the first example pays for pyarrow's first conversions
 @given(st.lists(st.tuples(st.sampled_from([order(("latte", 1)), order(("mocha", 2), ("latte", 1)), b"{", None]),
                           st.booleans()), max_size=30))
 def test_the_two_passes_count_each_record_once(rows: list[tuple[bytes | None, bool]]) -> None:
