@@ -35,6 +35,14 @@ def test_good_edge_orders(raw: bytes, expected: dict[str, int]) -> None:
     assert count_drinks(raw) == expected
 
 
+@pytest.mark.parametrize(("raw", "expected"), [*((raw, None) for _, raw, _ in BAD_ORDERS), *GOOD_EDGE_ORDERS],
+                         ids=[*(b[0] for b in BAD_ORDERS), *(f"good-{i}" for i in range(len(GOOD_EDGE_ORDERS)))])
+def test_a_task_counts_the_corpus_like_count_drinks(raw: bytes | None, expected: dict[str, int] | None) -> None:
+    """Every kind of bad order reaches the DLQ from a Spark task with count_drinks' reason,
+    and every good edge order counts the same, whichever path the task takes."""
+    check_task_path(raw, expected)
+
+
 def test_seed_shaped_order() -> None:
     raw = b'{"order_id": "o-1", "shop_id": "shop-07", "items": [{"drink": "latte", "quantity": 2}]}'
     assert count_drinks(raw) == {"latte": 2}
