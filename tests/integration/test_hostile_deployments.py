@@ -9,6 +9,8 @@ import shutil
 import signal
 import subprocess
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,23 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: st
     for fragment in fragments:
         assert fragment in last, last
     return last
+
+
+@contextmanager
+def daemon_counting(pipe: Pipeline, d: Path, first: list[dict[str, Any]]) -> Iterator[Path]:
+    """A daemon that has counted ``first``, for the body to change its deployment under it;
+    afterwards a SIGTERM, and the daemon must stop cleanly. Yields its log."""
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    log = d / "d.log"
+    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--trigger", "200ms"), log=log)
+    try:
+        wait_until(lambda: f"processed={len(first)}" in log.read_text(), 180, "the first orders to be counted")
+        yield log
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
 
 
 def restored_counts(pipe: Pipeline, folder: Path) -> dict[str, int]:
@@ -174,11 +193,7 @@ def test_a_changelog_that_lost_records_is_refused_not_waited_for(pipe: Pipeline,
 def test_a_changelog_recreated_under_a_running_daemon_is_republished(
         pipe: Pipeline, tmp_path: Path) -> None:
     first = make_orders(500, seed=54)
-    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
-    log = tmp_path / "d.log"
-    daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
-    try:
-        wait_until(lambda: "processed=500" in log.read_text(), 180, "the first orders to be counted")
+    with daemon_counting(pipe, tmp_path, first) as log:
         admin = pipe.conn.admin()
         admin.delete_topics([pipe.topics.changelog])[pipe.topics.changelog].result()
         wait_until(lambda: dict(_create(pipe)).get(pipe.topics.changelog) == "created", 60,
@@ -186,11 +201,6 @@ def test_a_changelog_recreated_under_a_running_daemon_is_republished(
         second = make_orders(300, seed=55)
         produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
         wait_until(lambda: "processed=800" in log.read_text(), 180, "the later orders to be counted")
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(120) == 0, log.read_text()[-3000:]
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert "re-created" in log.read_text()
     # The new changelog alone restores everything, the counts from before it included.
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
@@ -228,11 +238,7 @@ def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipelin
     """An operator grows the input topic while the daemon runs: the new partitions are read
     from their start and every order is counted once."""
     first = make_orders(400, seed=70)
-    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
-    log = tmp_path / "d.log"
-    daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
-    try:
-        wait_until(lambda: "processed=400" in log.read_text(), 180, "the first orders to be counted")
+    with daemon_counting(pipe, tmp_path, first) as log:
         admin = pipe.conn.admin()
         for f in admin.create_partitions([NewPartitions(pipe.topics.orders, 6)]).values():
             f.result()
@@ -242,11 +248,6 @@ def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipelin
         placed = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
         assert {p for p, _ in placed} & {3, 4, 5}, "the test needs orders in the new partitions"
         wait_until(lambda: "processed=1000" in log.read_text(), 180, "the orders in the new partitions")
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(120) == 0, log.read_text()[-3000:]
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
 
