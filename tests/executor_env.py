@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from service.shipped_code import EXECUTOR_PACKAGES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,8 +24,12 @@ INSTALL_TIMEOUT_S = 900
 
 
 def requirements() -> list[str]:
-    # The executors' pyspark matches the driver's; the others at any recent version.
-    return [f"pyspark=={importlib.metadata.version('pyspark')}", "pyarrow>=15", "orjson>=3.10", "msgspec>=0.19"]
+    """brewstream's own requirements of the executor packages (pyspark pinned to the
+    driver's): one list of versions, in pyproject.toml."""
+    own = [Requirement(r) for r in importlib.metadata.requires("brewstream") or []]
+    wanted = [str(r) for r in own if r.name in EXECUTOR_PACKAGES and r.marker is None]
+    assert len(wanted) == len(EXECUTOR_PACKAGES), (wanted, EXECUTOR_PACKAGES)
+    return wanted
 
 
 def executor_python() -> Path:
