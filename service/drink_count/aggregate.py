@@ -1,10 +1,10 @@
 """Parse and count one micro-batch of orders inside Spark.
 
-Each Spark task parses its rows (``service.drink_count.orders``) and sums drinks locally (a partial count),
-so only a handful of rows per task cross to the driver: one per drink, one per input
-partition for its highest offset, one for the number of good orders, and the bad
-orders (cut to what the DLQ holds, or only their position once the task's budget is
-spent: see ``service.badrecords``). ``partial_counts`` runs on the executors;
+Each Spark task parses its rows (``service.drink_count.orders``) and sums drinks locally
+(a partial count), so only a handful of rows per task cross to the driver: one per
+drink, one per input partition for its highest offset, one for the number of good
+orders, and the bad orders (cut to what the DLQ holds, or only their position once the
+task's budget is spent: see ``service.badrecords``). ``partial_counts`` runs on the executors;
 ``merge_partials`` on the driver. Both are pure and tested without Spark.
 
 Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
