@@ -23,7 +23,7 @@ from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, TopicShape, describe_topic
 from topics.partitioner import murmur2_partition
-from topics.records import close_transactional, produce_waiting
+from topics.records import close_transactional, is_fatal, produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class ChangelogWriter:
             self._commit()  # serves every delivery report before it returns
         except KafkaException as exc:
             err = exc.args[0]
-            if err.code() in _FENCED_CODES or err.fatal():
+            if err.code() in _FENCED_CODES or is_fatal(err):
                 raise Fenced(f"another instance took over the changelog {self.topic} (this one was fenced "
                              f"out: {err.str()}); this one stops, its store as of its last committed "
                              "batch") from None

@@ -36,7 +36,7 @@ from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, topic_exists
-from topics.records import close_transactional, headers_of, produce_waiting, read_at, read_from
+from topics.records import close_transactional, headers_of, is_fatal, produce_waiting, read_at, read_from
 
 log = logging.getLogger("brewstream")
 
@@ -213,7 +213,7 @@ class Sender:
             if quiet:
                 log.warning("could not %s the replay's transaction: %s", what, err.str())
                 return
-            if err.code() in _FENCED or err.fatal():
+            if err.code() in _FENCED or is_fatal(err):
                 raise BrewError("another `brewstream dlq replay` of this DLQ took over and this one stopped; what "
                                 "it committed stays replayed") from None
             raise BrewError(f"the replay could not {what}: {err.str()}"

@@ -19,7 +19,11 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
                     partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
                     on_delivery: DeliveryCallback | None = None) -> None:
-    """Produce one record; when the local queue is full, serve deliveries until there is room."""
+    """Produce one record; when the local queue is full, serve deliveries until there is room.
+
+    Once the producer has a fatal error, ``produce`` raises only ``_FATAL`` ("Local: Fatal
+    error", not itself marked fatal); the cause (fenced by a newer instance, say) comes out of
+    the next ``poll``. So it is that ``poll`` that raises here, and callers see the cause."""
     kwargs: dict[str, Any] = {}
     if partition is not None:
         kwargs["partition"] = partition
@@ -33,6 +37,16 @@ def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: by
             return
         except BufferError:
             producer.poll(0.1)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError._FATAL:
+                producer.poll(0)
+            raise
+
+
+def is_fatal(err: KafkaError) -> bool:
+    """True for a producer that can do no more: a fatal error, or ``_FATAL`` when its cause
+    was served already (see ``produce_waiting``)."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
 
 
 def close_transactional(producer: Producer, timeout_s: float = 10.0) -> KafkaError | None:

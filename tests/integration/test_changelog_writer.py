@@ -5,13 +5,16 @@ raises the broker's error again (it would hide the first on its way up)."""
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
 from service.dlq_read import DlqRecord
 from service.dlq_replay import Sender
 from tests.helpers import create_topic, read_topic
+from topics.clock import wait_until
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
+from topics.records import is_fatal, produce_waiting
 
 
 def test_a_writer_fenced_mid_transaction_raises_fenced_and_closes_quietly(kafka: KafkaConnection) -> None:
@@ -58,3 +61,35 @@ def test_a_replay_fenced_mid_transaction_says_so_and_closes_quietly(kafka: Kafka
     finally:
         new.close()
     assert [m.key() for m in read_topic(kafka, ledger, committed_only=True)] == [f"{source}:0:30".encode()]
+
+
+def test_producing_on_a_fenced_producer_raises_the_fence_not_a_bare_fatal_error(kafka: KafkaConnection) -> None:
+    """librdkafka's ``produce`` says only "Local: Fatal error" once the producer is fenced;
+    the writers name the fence only if ``produce_waiting`` raises the cause instead."""
+    topic = f"fenced-produce-{time.time_ns()}"
+    create_topic(kafka, topic)
+    tid = {"transactional.id": f"fenced-produce-{time.time_ns()}"}
+    old, new = kafka.producer(tid), kafka.producer(tid)
+    old.init_transactions(30)
+    old.begin_transaction()
+    produce_waiting(old, topic, b"k", b"before")
+    old.flush(30)
+    new.init_transactions(30)  # fences ``old``, which learns it from its next request
+    raised: list[KafkaError] = []
+
+    def produce_until_refused() -> bool:
+        try:
+            produce_waiting(old, topic, b"k", b"after")
+        except KafkaException as exc:
+            raised.append(exc.args[0])
+            return True
+        return False
+
+    # every=0.05: one produce request at a time, so the broker's refusal comes back between
+    wait_until(produce_until_refused, 30, "the fenced producer to refuse a record", every=0.05)
+    assert raised[0].code() == KafkaError._FENCED, raised[0].str()
+    assert is_fatal(raised[0])
+    with pytest.raises(KafkaException) as again:  # the cause comes out once; the next says only _FATAL
+        produce_waiting(old, topic, b"k", b"again")
+    assert is_fatal(again.value.args[0])
+    new.flush(5)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.badrecords import CarryBudget, carry
 from topics.partitioner import murmur2, murmur2_partition
-from topics.records import KEY_KEEP, RECORD_OVERHEAD, fit_record
+from topics.records import KEY_KEEP, RECORD_OVERHEAD, fit_record, is_fatal
 
 HEADERS = [("error", b"not JSON"), ("source-topic", b"brew.orders.v1"), ("source-partition", b"1"),
            ("source-offset", b"7")]
@@ -64,3 +65,10 @@ def test_a_task_carries_its_budget_then_positions_only() -> None:
     budget = CarryBudget(100)
     assert budget.take(b"k", b"v" * 60) and budget.take(None, b"v" * 60)
     assert not budget.take(b"k", b"v")
+
+
+def test_a_bare_fatal_error_counts_as_fatal_like_its_cause() -> None:
+    assert is_fatal(KafkaError(KafkaError._FATAL))  # what ``produce`` says once the cause was served
+    assert is_fatal(KafkaError(KafkaError._FENCED, fatal=True))
+    assert not is_fatal(KafkaError(KafkaError._MSG_TIMED_OUT))
+    assert not is_fatal(KafkaError(KafkaError.INVALID_PRODUCER_EPOCH))
