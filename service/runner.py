@@ -44,7 +44,7 @@ from service.shipped_code import EXECUTOR_PACKAGES
 from service.signals import stop_on_signals
 from service.sink import SinkOptions
 from service.spark_conf import is_local
-from service.spark_session import build_session, warm_python_workers
+from service.spark_session import build_session, jvm_process, stop_session, warm_python_workers
 from topics.catalog import DEFAULT_TOPICS, Topics
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, require_broker
@@ -184,7 +184,7 @@ class Daemon:
                 refresher.stop()
             self.lease.stop()
             if self._own_spark and self._spark is not None:
-                stop_quietly(self._spark.stop)
+                stop_session(self._spark, stop_quietly)
 
     def _roles(self) -> int:
         took_over: TakeOver | None = None
@@ -273,7 +273,7 @@ class Daemon:
                 return None
             options = SinkOptions(cfg.conn, cfg.checkpoint_dir, cfg.max_name_bytes, self.record_bytes,
                                   cfg.takeover_timeout_s)
-            sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid(spark))),
+            sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid())),
                                self.metrics, options)
             reporter = p.make_reporter(store, sink, self.metrics)
             last = store.last_batch_ms()
@@ -308,7 +308,7 @@ class Daemon:
         if self._spark is None:
             try:
                 self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
-                                            log_file=spark_log(self.cfg))
+                                            log_file=spark_log(self.cfg), write_archive=True)
             except BrewError:
                 raise
             except Exception as exc:
@@ -364,6 +364,6 @@ def spark_log(cfg: RunConfig) -> Path:
     return cfg.state_dir / "spark.log"
 
 
-def _jvm_pid(spark: SparkSession) -> int | None:
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    return getattr(proc, "pid", None)
+def _jvm_pid() -> int | None:
+    proc = jvm_process()
+    return proc.pid if proc is not None else None

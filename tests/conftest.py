@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from sandbox.broker import Sandbox, down, free_port, up
-from tests.helpers import Pipeline
+from service.jvm_archive import CACHE_ENV
+from tests.helpers import Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
@@ -31,6 +32,36 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]
         yield KafkaConnection(box.bootstrap)
     finally:
         down(box)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jvm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Spark's class archive of this suite (``service.jvm_archive``), in a folder of its own
+    unless the caller chose one (``off`` included)."""
+    folder = Path(os.environ.setdefault(CACHE_ENV, str(tmp_path_factory.mktemp("jvm-cache"))))
+    yield folder
+
+
+@pytest.fixture(scope="session")
+def jvm_archive_built(kafka: KafkaConnection, jvm_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The archive written once, up front, by a daemon of its own: otherwise whichever test
+    first stopped a daemon cleanly would write it, and its run would last longer and log more
+    than the same test's run at another place in the order."""
+    if os.environ[CACHE_ENV].strip().lower() == "off" or list(jvm_cache.glob("*.jsa")):
+        return
+    topics = Topics(f"t{os.getpid()}-jvm-archive.")
+    create_topics(kafka, 3, 1, topics)
+    d = tmp_path_factory.mktemp("jvm-archive-run")
+    brew(kafka, "run", "--available-now", "--state-dir", str(d / "state"), "--checkpoint-dir", str(d / "ckpt"),
+         env={"BREWSTREAM_TOPIC_PREFIX": topics.prefix}, check=True)
+    assert list(jvm_cache.glob("*.jsa")), f"no class archive in {jvm_cache}"
+
+
+@pytest.fixture(autouse=True)
+def _archive_before_any_daemon(request: pytest.FixtureRequest) -> None:
+    """Every test that has a broker, and so may start a daemon, finds the archive written."""
+    if "kafka" in request.fixturenames:
+        request.getfixturevalue("jvm_archive_built")
 
 
 @pytest.fixture

@@ -1,0 +1,90 @@
+"""Spark's class archive with the real JVM: written once at a clean stop, mapped by the next
+start, and a damaged one or one whose writer was killed mid-way never reaches a JVM, while
+the counts stay exact through all of it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from service.jvm_archive import CACHE_ENV
+from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
+from tests.integration.test_drink_count import make_orders
+from topics.clock import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def run_args(d: Path, *extra: str) -> tuple[str, ...]:
+    return ("run", "--state-dir", str(d / "state"), "--checkpoint-dir", str(d / "ckpt"), *extra)
+
+
+def jvm_of(pid: int) -> psutil.Process | None:
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "SparkSubmit" in " ".join(child.cmdline()):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe: Pipeline, tmp_path: Path) -> None:
+    cache = tmp_path / "jvm-cache"
+    env = {**pipe.env, CACHE_ENV: str(cache)}
+    orders = make_orders(30, seed=11)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+
+    # 1. No archive yet: this run's JVM writes one as it exits, and the run waits for it.
+    first = brew(pipe.conn, *run_args(tmp_path, "--available-now"), env=env, check=True)
+    assert "kept Spark's class archive" in first.stderr, first.stderr[-3000:]
+    (archive,) = cache.glob("*.jsa")
+    assert not list(cache.glob("*.part"))
+
+    # 2. The next start maps it: the JVM's memory map names the file. It writes nothing.
+    log = tmp_path / "second.log"
+    daemon = pipe.spawn(*run_args(tmp_path), log=log, env={CACHE_ENV: str(cache)})
+    try:
+        wait_until(lambda: "role: active" in log.read_text(), 180, "the second daemon to start")
+        jvm = wait_until(lambda: jvm_of(daemon.pid), 30, "the second daemon's JVM")
+        maps = Path(f"/proc/{jvm.pid}/maps").read_text()
+        assert str(archive) in maps, "the JVM did not map the archive"
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    assert "saving Spark's classes" not in log.read_text()
+
+    # 3. The archive cut short: it is dropped, not mapped (the JVM would die of SIGBUS), and
+    # this daemon writes a new one, but the whole process group is killed while it does.
+    archive.chmod(0o644)
+    with archive.open("r+b") as f:
+        f.truncate(1 << 20)
+    log = tmp_path / "third.log"
+    daemon = pipe.spawn(*run_args(tmp_path), log=log, env={CACHE_ENV: str(cache)})
+    try:
+        wait_until(lambda: "role: active" in log.read_text(), 180, "the third daemon to start")
+        assert not archive.exists()
+        daemon.send_signal(signal.SIGTERM)
+        wait_until(lambda: "saving Spark's classes" in log.read_text(), 120, "the third daemon to start saving")
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait(30)
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+    assert "kept Spark's class archive" not in log.read_text()
+    left = [p for p in cache.iterdir() if p.suffix in (".part", ".log", ".pid")]
+    assert left, "the killed writer left nothing behind"  # its log and pid; the part once it opened it
+
+    # 4. The killed writer's part is dropped at the next start, which writes a whole archive;
+    # the counts are exact throughout.
+    last = brew(pipe.conn, *run_args(tmp_path, "--available-now"), env=env, check=True)
+    assert "kept Spark's class archive" in last.stderr, last.stderr[-3000:]
+    assert sorted(p.suffix for p in cache.iterdir()) == [".jsa", ".json", ".lock"]
+    assert archive.exists()
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
