@@ -10,8 +10,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 from topics.catalog import DEFAULT_TOPICS, Topics, TopicSpec
+from topics.clock import wait_until
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, require_broker
+from topics.kafka import KafkaConnection, require_broker, topic_exists
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -26,14 +27,22 @@ class TopicDescription:
 
 def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,
                   topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:
-    """Create every topic; one that already exists counts as success."""
+    """Create every topic; one that already exists counts as success.
+
+    Returns once the broker's metadata shows every topic: the controller acknowledges a
+    new topic before the broker answering metadata requests knows it, and a `run` started
+    just after `topics create` would be told the topic does not exist."""
     require_broker(conn)
     specs = topics.specs()
     new = [NewTopic(s.name, num_partitions=s.partitions or partitions, replication_factor=replication_factor,
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
     futures = admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S)
-    return _outcomes(futures, "creating", ("created", "exists"), KafkaError.TOPIC_ALREADY_EXISTS)
+    outcomes = _outcomes(futures, "creating", ("created", "exists"), KafkaError.TOPIC_ALREADY_EXISTS)
+    names = [s.name for s in specs]
+    wait_until(lambda: all(topic_exists(conn, name) for name in names), ADMIN_TIMEOUT_S,
+               f"the broker's metadata to show {', '.join(names)}")
+    return outcomes
 
 
 def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:

@@ -8,7 +8,6 @@ import os
 import signal
 from pathlib import Path
 
-import psutil
 import pytest
 
 from service.jvm_archive import CACHE_ENV
@@ -23,12 +22,13 @@ def run_args(d: Path, *extra: str) -> tuple[str, ...]:
     return ("run", "--state-dir", str(d / "state"), "--checkpoint-dir", str(d / "ckpt"), *extra)
 
 
-def jvm_of(pid: int) -> psutil.Process | None:
-    for child in psutil.Process(pid).children(recursive=True):
+def jvm_given(option: str) -> int | None:
+    """The process started with ``option`` on its command line (this test's cache is its own)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if "SparkSubmit" in " ".join(child.cmdline()):
-                return child
-        except psutil.Error:
+            if option.encode() in cmdline.read_bytes().split(b"\0"):
+                return int(cmdline.parent.name)
+        except OSError:
             continue
     return None
 
@@ -50,8 +50,8 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     daemon = pipe.spawn(*run_args(tmp_path), log=log, env={CACHE_ENV: str(cache)})
     try:
         wait_until(lambda: "role: active" in log.read_text(), 180, "the second daemon to start")
-        jvm = wait_until(lambda: jvm_of(daemon.pid), 30, "the second daemon's JVM")
-        maps = Path(f"/proc/{jvm.pid}/maps").read_text()
+        jvm = wait_until(lambda: jvm_given(f"-XX:SharedArchiveFile={archive}"), 30, "the second daemon's JVM")
+        maps = Path(f"/proc/{jvm}/maps").read_text()
         assert str(archive) in maps, "the JVM did not map the archive"
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0, log.read_text()[-3000:]
