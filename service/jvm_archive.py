@@ -1,9 +1,9 @@
 """A class-data archive for Spark's driver JVM, so that a restart skips most class loading.
 
-Every start of a daemon loads some 30,000 classes of Spark into a fresh JVM, about 3 s of
-the start-up on two cores (BENCHMARKS.md). The JVM can save the classes it loaded into an
-archive when it exits (``-XX:ArchiveClassesAtExit``, Java's dynamic class-data sharing)
-and map that archive at the next start (``-XX:SharedArchiveFile``).
+Every start of a daemon loads and verifies Spark's classes in a fresh JVM. The JVM can
+save the classes it loaded into an archive when it exits (``-XX:ArchiveClassesAtExit``,
+Java's dynamic class-data sharing) and map that archive at the next start
+(``-XX:SharedArchiveFile``): about 3 s off the start-up on two cores (BENCHMARKS.md).
 
 What is relied on, and where it is checked:
 
