@@ -14,6 +14,8 @@ DEFAULT_WORK = REPO / ".sandbox" / "bench"
 SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery")
 # Run only when named in --scenarios: it starts a Spark cluster and adds about ten minutes.
 OPTIONAL_SCENARIOS = ("scaling",)
+# The one scenario that starts no Spark: it reads the changelog back into a store.
+SPARK_FREE = ("restore",)
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,6 @@ class BenchConfig:
 
     def wants(self, scenario: str) -> bool:
         return scenario in self.scenarios
+
+    def starts_spark(self) -> bool:
+        return any(s not in SPARK_FREE for s in self.scenarios)

@@ -61,8 +61,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
 
 def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
     cfg = ctx.cfg
-    if cfg.wants("ingest") or cfg.wants("scaling") or cfg.wants("latency") or cfg.wants("sustained") \
-            or cfg.wants("recovery"):
+    if cfg.starts_spark():
         results["jvm_archive"] = _jvm_archive(ctx)
     if cfg.wants("ingest"):
         results["ingest"] = ingest.run(ctx)

@@ -6,7 +6,6 @@ the dir) and ``store/`` (RocksDB).
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -31,6 +30,7 @@ from restorer.codec import (
     position_prefix,
     published_prefixes,
 )
+from restorer.file_lock import try_lock
 from topics.errors import BrewError, disk_problem
 
 log = logging.getLogger("brewstream")
@@ -47,21 +47,22 @@ class StateDir:
 
     def lock(self) -> StateDir:
         """Take the dir for this process; a second owner gets a clear error."""
+        lock_file = self.path / "brewstream.lock"
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / "brewstream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = try_lock(lock_file)
         except OSError as exc:
             raise BrewError(f"cannot use the state dir {self.path}: {exc.strerror}; "
                             f"{disk_problem(str(exc.strerror)) or 'check the path and its permissions'}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
+        if fd is None:
+            try:
+                holder = lock_file.read_bytes()[:32].decode(errors="replace").strip() or "?"
+            except OSError:
+                holder = "?"
             raise BrewError(
                 f"state dir {self.path} is in use by another brewstream process (pid {holder}); "
                 "stop it first or pass another --state-dir"
-            ) from None
+            )
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)

@@ -27,7 +27,6 @@ Its name is a digest of the Java binary, pyspark and the jars, so an upgrade sta
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -39,6 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from restorer.file_lock import try_lock
 from sandbox.processes import alive
 
 log = logging.getLogger("brewstream.jvm")
@@ -118,25 +118,25 @@ def plan(jars: list[Path], write: bool) -> Plan:
         folder.mkdir(parents=True, exist_ok=True)
         base = folder / f"spark-driver-{_key(jars)}"
         archive = base.with_suffix(".jsa")
-        lock_fd = _try_lock(base.with_suffix(".lock"))
-        if lock_fd is not None:
-            for part in _parts(base):
-                _adopt(part)
-        if _usable(archive, drop=lock_fd is not None):
-            if lock_fd is not None:
-                os.close(lock_fd)
-            return Plan(f"-XX:SharedArchiveFile={archive} {QUIET}")
-        if lock_fd is None or not write or any(_writing(p) for p in _parts(base)):
-            if lock_fd is not None:
-                os.close(lock_fd)
-            return Plan()
-        if shutil.disk_usage(folder).free < 1 << 30:
-            os.close(lock_fd)
-            return Plan()
-        part = base.parent / f"{base.name}.{os.getpid()}.part"
-        log.info("Spark's JVM saves its classes to %s as it exits (once: later starts are faster)", archive)
-        return Plan(f"-XX:ArchiveClassesAtExit={part} {QUIET} -Xlog:cds=info:file={_log_file(part)}",
-                    part, lock_fd)
+        held = Plan(lock_fd=try_lock(base.with_suffix(".lock")))
+        try:
+            mine = held.lock_fd is not None  # only the lock's holder adopts, drops or writes
+            if mine:
+                for part in _parts(base):
+                    _adopt(part)
+            if _usable(archive, drop=mine):
+                return Plan(f"-XX:SharedArchiveFile={archive} {QUIET}")
+            if not mine or not write or any(_writing(p) for p in _parts(base)) \
+                    or shutil.disk_usage(folder).free < 1 << 30:
+                return Plan()
+            part = base.parent / f"{base.name}.{os.getpid()}.part"
+            log.info("Spark's JVM saves its classes to %s as it exits (once: later starts are faster)", archive)
+            writing = Plan(f"-XX:ArchiveClassesAtExit={part} {QUIET} -Xlog:cds=info:file={_log_file(part)}",
+                           part, held.lock_fd)
+            held.lock_fd = None  # the writer's plan holds the lock until its JVM has written
+            return writing
+        finally:
+            held.release()
     except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to find
         log.debug("no class archive for Spark's JVM: %s", exc)
         return Plan()
@@ -227,13 +227,3 @@ def _log_file(part: Path) -> Path:
 
 def _pid_file(part: Path) -> Path:
     return part.with_suffix(".pid")
-
-
-def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.jvm_archive import CACHE_ENV
+from service.jvm_archive import CACHE_ENV, cache_dir
 from tests.helpers import Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics
@@ -47,7 +47,7 @@ def jvm_archive_built(kafka: KafkaConnection, jvm_cache: Path, tmp_path_factory:
     """The archive written once, up front, by a daemon of its own: otherwise whichever test
     first stopped a daemon cleanly would write it, and its run would last longer and log more
     than the same test's run at another place in the order."""
-    if os.environ[CACHE_ENV].strip().lower() == "off" or list(jvm_cache.glob("*.jsa")):
+    if cache_dir() is None or list(jvm_cache.glob("*.jsa")):
         return
     topics = Topics(f"t{os.getpid()}-jvm-archive.")
     create_topics(kafka, 3, 1, topics)
