@@ -173,10 +173,12 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
 
 
 def _catch_up(c: dict[str, Any], systems: dict[str, Any]) -> Section:
-    sec = Section("Catch-up from a cold start: orders / (wall - wall over an empty input), median (min..max)",
+    sec = Section("Catch-up from a cold start: orders / (wall - median wall over an empty input), median (min..max)",
                   ["system", "orders/s", "wall s", "empty-input wall s"])
     for name, rate in c["orders_per_s"].items():
-        sec.rows.append([name, spread(rate, _n), spread(systems[name]["wall_s"], _s), _s(c["empty_wall_s"][name])])
+        runs = c.get("empty_wall_runs_s", {}).get(name)
+        empty = _s(c["empty_wall_s"][name]) + (f" ({_s(min(runs))}..{_s(max(runs))})" if runs else "")
+        sec.rows.append([name, spread(rate, _n), spread(systems[name]["wall_s"], _s), empty])
     sec.notes.append("ratios: " + ", ".join(f"{k} = {_x(v)}" for k, v in c["ratios"].items())
                      + "; the empty-input wall is each system's start-up and shutdown alone")
     return sec
