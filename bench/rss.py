@@ -63,15 +63,24 @@ def tree_rss(pid: int, cpu: dict[int, tuple[str, float]] | None = None) -> dict[
     for proc in procs:
         # A worker may exit between listing and reading; it simply is not counted.
         with contextlib.suppress(psutil.Error):
-            role = "root" if proc.pid == pid else ("jvm" if proc.name() == "java" else "children")
-            parts[role] = parts.get(role, 0) + proc.memory_info().rss
+            role = _role(proc, pid)
+            if role == "other" and cpu is not None and proc.pid in cpu:
+                # A worker that has exited but not been reaped shows no command line and
+                # would pass for "other"; it keeps its role. (A role can change the other
+                # way: the JVM's pid starts as spark-class's bash, which execs java.)
+                role = cpu[proc.pid][0]
+            part = RSS_PART.get(role, "children")
+            parts[part] = parts.get(part, 0) + proc.memory_info().rss
             if cpu is not None:
                 times = proc.cpu_times()
-                cpu[proc.pid] = (_cpu_role(proc, pid), times.user + times.system)
+                cpu[proc.pid] = (role, times.user + times.system)
     return parts
 
 
-def _cpu_role(proc: psutil.Process, root: int) -> str:
+RSS_PART = {"driver": "root", "jvm": "jvm"}  # the rest of the tree is "children" in the RSS split
+
+
+def _role(proc: psutil.Process, root: int) -> str:
     if proc.pid == root:
         return "driver"
     if proc.name() == "java":
