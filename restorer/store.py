@@ -56,7 +56,8 @@ class StateDir:
                             f"{disk_problem(str(exc.strerror)) or 'check the path and its permissions'}") from None
         if fd is None:
             try:
-                holder = lock_file.read_bytes()[:32].decode(errors="replace").strip() or "?"
+                with lock_file.open("rb") as f:  # the holder wrote its pid: digits, and no more
+                    holder = "".join(c for c in f.read(32).decode(errors="replace") if c in "0123456789") or "?"
             except OSError:
                 holder = "?"
             raise BrewError(

@@ -5,8 +5,8 @@ consumer (the limit), Quix Streams exactly-once and at-least-once, and brewstrea
 ``--available-now``. brewstream's settings are swept first (one run each) and the best
 is repeated. Each run's counts must equal the oracle, or the benchmark stops.
 
-Catch-up from a cold start: every system also runs once over an empty input topic with
-the same settings; ``orders / (wall - empty wall)`` is the rate a user restarting on a
+Catch-up from a cold start: every system also runs ``reps`` times over an empty input
+topic with the same settings; ``orders / (wall - median empty wall)`` is the rate a user restarting on a
 backlog lives through: start-up and shutdown cancel, the warm-up of the first batches
 stays in.
 """

@@ -52,3 +52,17 @@ def test_a_state_dir_held_elsewhere_names_the_holder(tmp_path: Path) -> None:
         StateDir(tmp_path / "state").lock()
     with StateDir(tmp_path / "state"):  # released on exit
         pass
+
+
+def test_the_holder_named_is_only_the_digits_of_the_lock_file(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "brewstream.lock").write_bytes(b"\x1b[2J12\n34" + b"9" * 10_000)
+    fd = try_lock(state / "brewstream.lock")  # another process's lock, as the daemon sees it
+    try:
+        # The first 32 bytes, their digits only: no escape sequence reaches a terminal.
+        with pytest.raises(BrewError, match=rf"\(pid 21234{'9' * 23}\)"):
+            StateDir(state).lock()
+    finally:
+        assert fd is not None
+        os.close(fd)
