@@ -118,7 +118,11 @@ def plan(jars: list[Path], write: bool) -> Plan:
         folder.mkdir(parents=True, exist_ok=True)
         base = folder / f"spark-driver-{_key(jars)}"
         archive = base.with_suffix(".jsa")
-        held = Plan(lock_fd=try_lock(base.with_suffix(".lock")))
+        try:
+            lock_fd = try_lock(base.with_suffix(".lock"))
+        except OSError:
+            lock_fd = None  # a folder without flock (some network file systems): map, never write
+        held = Plan(lock_fd=lock_fd)
         try:
             mine = held.lock_fd is not None  # only the lock's holder adopts, drops or writes
             if mine:

@@ -145,3 +145,19 @@ def test_a_writer_killed_before_it_opened_its_part_leaves_nothing_for_long(cache
     second = writing_plan()  # the dead writer's files are cleared, and this one writes
     second.release()
     assert [p.suffix for p in cache.iterdir()] == [".lock"]
+
+
+def test_a_folder_without_flock_still_maps_a_whole_archive_and_writes_none(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = writing_plan()
+    assert first.part is not None
+    write_part(first.part, [(4096, 1000)], 5096)
+    first.finish(None)
+
+    def no_flock(path: Path) -> int | None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(jvm_archive, "try_lock", no_flock)
+    assert plan([], write=True).options.startswith("-XX:SharedArchiveFile=")
+    next(cache.glob("*.jsa")).unlink()
+    assert plan([], write=True) == Plan()  # nothing to map, and no writer without the lock
