@@ -47,7 +47,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     best = max(sweep, key=lambda r: r.orders_per_s)
     chosen = next(s for s in _sweep_settings(ctx) if s.label == best.settings)
     ctx.say(f"ingest: brewstream's best settings: {chosen.label}")
-    empty, empty_runs = _empty_walls(ctx, chosen)
+    empty_runs = _empty_walls(ctx, chosen)
     for rep in range(1, cfg.reps + 1):
         systems["ours"].append(_say(ctx, rep, _ours(ctx, topics, backlog, chosen, "rep")))
 
@@ -57,7 +57,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
         "sweep": [_run_dict(r) for r in sweep],
         "ours_settings": chosen.label,
         "ratios": _ratios(systems),
-        "catch_up": {**_catch_up(systems, empty), "empty_wall_runs_s": empty_runs},
+        "catch_up": _catch_up(systems, empty_runs),
         "counts_verified": True,
     }
     if cfg.profile:
@@ -103,10 +103,11 @@ def _run_dict(r: IngestRun) -> dict[str, Any]:
             "peak_rss_bytes": r.peak_rss, "rss_parts_at_peak": r.rss_parts, "detail": r.detail}
 
 
-def _empty_walls(ctx: BenchContext, settings: ours.Settings) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Each system's wall time over an empty input topic, its start-up and shutdown alone:
-    the median of ``reps`` runs, the systems in turn. One run would carry its own noise
-    (brewstream's moved by 2.5 s between runs on one machine) into every catch-up rate."""
+def _empty_walls(ctx: BenchContext, settings: ours.Settings) -> dict[str, list[float]]:
+    """Each system's wall times over an empty input topic, its start-up and shutdown alone:
+    ``reps`` runs, the systems in turn (``_catch_up`` takes their median). One run would
+    carry its own noise (brewstream's moved by 2.5 s between runs on one machine) into
+    every catch-up rate."""
     topics = ctx.topics("ingest-empty")
     create_pipeline(ctx.conn, topics, ctx.cfg.partitions)
     empty = Backlog(topics.orders, 0, 0, {})
@@ -115,19 +116,20 @@ def _empty_walls(ctx: BenchContext, settings: ours.Settings) -> tuple[dict[str, 
         runs["ours"].append(ours.ingest(ctx, topics, settings, {}, name="ours-empty", allow_empty=True).wall_s)
         runs["baseline"].append(plain.ingest(ctx, empty).wall_s)
         runs["quix exactly-once"].append(quix.ingest(ctx, empty, "exactly-once").wall_s)
-    walls = {name: summarize(w).median for name, w in runs.items()}
-    ctx.say("ingest: over an empty input, wall (median of " + str(ctx.cfg.reps) + ") "
-            + ", ".join(f"{k} {v:.1f}s ({min(runs[k]):.1f}-{max(runs[k]):.1f})" for k, v in walls.items()))
-    return walls, runs
+    ctx.say("ingest: over an empty input, wall " + ", ".join(
+        f"{k} {summarize(w).median:.1f}s ({min(w):.1f}-{max(w):.1f})" for k, w in runs.items()))
+    return runs
 
 
-def _catch_up(systems: dict[str, list[IngestRun]], empty: dict[str, float]) -> dict[str, Any]:
-    """orders / (wall - empty wall), per system (median over its runs), and the ratios."""
+def _catch_up(systems: dict[str, list[IngestRun]], empty_runs: dict[str, list[float]]) -> dict[str, Any]:
+    """orders / (wall - median empty wall), per system (median over its runs), and the ratios."""
+    empty = {name: summarize(walls).median for name, walls in empty_runs.items()}
     rates = {name: summarize([r.orders / max(1e-9, r.wall_s - empty[name]) for r in systems[name]])
              for name in empty if systems.get(name)}
     med = {name: s.median for name, s in rates.items()}
     return {
         "empty_wall_s": empty,
+        "empty_wall_runs_s": empty_runs,
         "orders_per_s": rates,
         "ratios": {
             "ours/baseline": ratio(med.get("ours"), med.get("baseline")),
