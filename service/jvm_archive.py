@@ -85,8 +85,9 @@ class Plan:
                     log.warning("stopped waiting for Spark's JVM to save its classes; the next start "
                                 "takes them if it finished")
                     return
-                log.info("Spark's classes saved in %.1f s", time.monotonic() - started)
-            _adopt(self.part)
+                log.info("Spark's JVM exited in %.1f s", time.monotonic() - started)
+            if not _adopt(self.part):
+                log.info("Spark's JVM left no whole class archive; a later start tries again")
         finally:
             self.release()
 
@@ -104,6 +105,15 @@ def cache_dir() -> Path | None:
         return Path(where)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "brewstream"
+
+
+_SHARING = re.compile(r"-Xshare:\w+|-XX:(SharedArchiveFile|ArchiveClassesAtExit)=.*|-XX:[+-]AutoCreateSharedArchive")
+
+
+def shares_classes(java_options: str) -> bool:
+    """Whether the user's Java options set class sharing themselves (their archive, or
+    none): then brewstream's would contend with theirs, and stays out."""
+    return any(_SHARING.fullmatch(option) for option in java_options.split())
 
 
 def plan(jars: list[Path], write: bool) -> Plan:
@@ -178,10 +188,10 @@ def _usable(archive: Path, drop: bool) -> bool:
     return False
 
 
-def _adopt(part: Path) -> None:
-    """Make a finished part the archive, or drop it; leave one whose writer still lives."""
+def _adopt(part: Path) -> bool:
+    """Make a finished part the archive (True), or drop it; leave one whose writer still lives."""
     if _writing(part):
-        return
+        return False
     size = _whole(part)
     if size is not None:
         archive = part.parent / (part.name.split(".", 1)[0] + ".jsa")
@@ -190,6 +200,7 @@ def _adopt(part: Path) -> None:
         log.info("kept Spark's class archive %s (%d MB)", archive, size >> 20)
     for path in (part, _log_file(part), _pid_file(part)):
         path.unlink(missing_ok=True)
+    return size is not None
 
 
 def _whole(part: Path) -> int | None:

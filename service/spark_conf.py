@@ -42,6 +42,11 @@ DEFAULTS: dict[str, str] = {
 # Settings whose value is a list: brewstream's entries come first and the user's are
 # added, never replaced (spark.jars carries the Kafka source, which every query needs).
 LISTS: dict[str, str] = {"spark.jars": ","}
+# Java options: brewstream's first (the driver's carry the log set-up that every error
+# points to), then the user's, which replace the file's the Spark way (see ``java_options``).
+DRIVER_JAVA_KEY = "spark.driver.defaultJavaOptions"
+EXECUTOR_JAVA_KEY = "spark.executor.defaultJavaOptions"
+_COLLECTOR = re.compile(r"-XX:\+Use\w*GC")
 # The executors' Python (see ``executor_python``).
 PYTHON_KEY = "spark.pyspark.python"
 MASTER_KEY = "spark.master"
@@ -110,6 +115,23 @@ def merged(ours: Mapping[str, str], from_file: Mapping[str, str], user: Mapping[
         if parts:
             out[key] = sep.join(parts)
     return out
+
+
+def their_java_options(key: str, from_file: Mapping[str, str], user: Mapping[str, str]) -> str:
+    """The Java options the user sets under ``key``: --conf's, else the file's."""
+    return (user.get(key) or from_file.get(key) or "").strip()
+
+
+def java_options(ours: str, theirs: str) -> str:
+    """What the JVM gets: ours, then theirs; of two options that set the same thing the
+    JVM takes the later, theirs. A collector of theirs must replace ours (``picks_collector``)."""
+    return " ".join(o for o in (ours.strip(), theirs.strip()) if o)
+
+
+def picks_collector(java_options: str) -> bool:
+    """Whether the options choose a garbage collector: the JVM refuses to start with two,
+    so brewstream's own choice then gives way."""
+    return any(_COLLECTOR.fullmatch(option) for option in java_options.split())
 
 
 def resolve_master(flag: str | None, user: Mapping[str, str], from_file: Mapping[str, str]) -> str:

@@ -29,7 +29,8 @@ def spark_options(fn: F) -> F:
              "spark-defaults.conf in SPARK_CONF_DIR, which wins over brewstream's defaults: "
              f"{defaults_help()}, parallel GC in spark.driver/executor.defaultJavaOptions, and "
              "spark.driver.host=127.0.0.1 for local and 127.0.0.1 masters. spark.jars always carries the Kafka "
-             "source; yours are added. Executors on a cluster run spark.pyspark.python, else PYSPARK_PYTHON.")(fn)
+             "source; yours are added, and so are your defaultJavaOptions (a collector among them replaces "
+             "the parallel one). Executors on a cluster run spark.pyspark.python, else PYSPARK_PYTHON.")(fn)
     return click.option(
         "--master", default=None,
         help="Spark master URL: local[N], spark://host:7077, yarn, k8s://….  [default: spark.master from --conf "

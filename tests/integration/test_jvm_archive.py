@@ -91,3 +91,30 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     assert sorted(p.suffix for p in cache.iterdir()) == [".jsa", ".json", ".lock"]
     assert archive.exists()
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
+
+
+def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(pipe: Pipeline,
+                                                                                tmp_path: Path) -> None:
+    """A site's spark.driver.defaultJavaOptions (here from --conf) used to replace brewstream's:
+    Spark's log left the state dir, and the archive the run announced was never written."""
+    cache = tmp_path / "jvm-cache"
+    mark = f"-Dbrew.test.mark={os.getpid()}"
+    log = tmp_path / "daemon.log"
+    daemon = pipe.spawn(*run_args(tmp_path), "--conf", f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {mark}",
+                        log=log, env={CACHE_ENV: str(cache)})
+    try:
+        wait_until(lambda: "role: active" in log.read_text(), 180, "the daemon to start")
+        jvm = wait_until(lambda: jvm_given(mark), 30, "the daemon's JVM")
+        options = Path(f"/proc/{jvm}/cmdline").read_bytes().split(b"\0")
+        assert b"-XX:+UseSerialGC" in options and b"-XX:+UseParallelGC" not in options, options
+        assert any(o.startswith(b"-Dlog4j2.configurationFile=") for o in options), options
+        assert any(o.startswith(b"-XX:ArchiveClassesAtExit=") for o in options), options
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(240) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "kept Spark's class archive" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert (tmp_path / "state" / "spark.log").exists()

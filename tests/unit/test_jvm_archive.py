@@ -161,3 +161,17 @@ def test_a_folder_without_flock_still_maps_a_whole_archive_and_writes_none(
     assert plan([], write=True).options.startswith("-XX:SharedArchiveFile=")
     next(cache.glob("*.jsa")).unlink()
     assert plan([], write=True) == Plan()  # nothing to map, and no writer without the lock
+
+
+@pytest.mark.parametrize(("options", "shares"), [
+    ("-Xshare:off", True), ("-Xmx1g -XX:SharedArchiveFile=/a/b.jsa", True), ("-XX:ArchiveClassesAtExit=/x.jsa", True),
+    ("-XX:+AutoCreateSharedArchive -XX:SharedArchiveFile=/x.jsa", True), ("-Xshare:auto", True),
+    ("-XX:+UseSerialGC -Dlog=1", False), ("-Dp=-Xshare:off", False), ("", False), ("-Xlog:cds=info", False),
+])
+def test_class_sharing_options_of_the_users_leave_the_archive_to_them(options: str, shares: bool) -> None:
+    assert jvm_archive.shares_classes(options) is shares
+
+
+@given(st.text(max_size=80))
+def test_any_options_text_is_read_without_error(text: str) -> None:
+    assert isinstance(jvm_archive.shares_classes(text), bool)

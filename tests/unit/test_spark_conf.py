@@ -1,10 +1,13 @@
 """Spark settings: --conf parsing, spark-defaults.conf, who wins, which master and which
 Python the executors get."""
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from service.spark_conf import (
     DEFAULTS,
@@ -12,10 +15,13 @@ from service.spark_conf import (
     defaults_file,
     executor_python,
     is_loopback,
+    java_options,
     merged,
     parse_conf,
+    picks_collector,
     read_defaults,
     resolve_master,
+    their_java_options,
 )
 
 
@@ -96,3 +102,35 @@ def test_executors_python_is_the_users_choice_off_local_masters() -> None:
     assert executor_python(cluster, {"spark.pyspark.python": "/file"}, {}, {"PYSPARK_PYTHON": "/env"}) == "/file"
     assert executor_python(cluster, {}, {}, {"PYSPARK_PYTHON": "/env"}) == "/env"
     assert executor_python(cluster, {}, {}, {}) is None  # Spark's own default, never the driver's path
+
+
+def test_java_options_are_ours_then_the_users_which_replace_the_files() -> None:
+    key = "spark.driver.defaultJavaOptions"
+    assert their_java_options(key, {key: "-Da=file"}, {}) == "-Da=file"
+    assert their_java_options(key, {key: "-Da=file"}, {key: " -Da=user "}) == "-Da=user"
+    assert their_java_options(key, {}, {}) == ""
+    # The JVM takes the later of two options that set the same thing: the user's.
+    assert java_options("-Dlog=ours -XX:+UseParallelGC", "-Dlog=theirs") == "-Dlog=ours -XX:+UseParallelGC -Dlog=theirs"
+    assert java_options("", "") == ""
+    assert java_options("-Dx=1", " ") == "-Dx=1"
+
+
+@pytest.mark.parametrize(("options", "picks"), [
+    ("-XX:+UseG1GC", True), ("-Xmx2g -XX:+UseZGC -Dx=1", True), ("\t-XX:+UseShenandoahGC\n", True),
+    ("-XX:+UseSerialGC", True), ("-XX:-UseG1GC", False), ("-XX:+UseGCOverheadLimit", False),
+    ("-Dopt=-XX:+UseG1GC", False), ("-XX:+UseG1GCx", False), ("", False), ("-Xlog:gc", False),
+])
+def test_a_collector_of_the_users_is_recognised(options: str, picks: bool) -> None:
+    assert picks_collector(options) is picks
+
+
+_OPTION = st.text(alphabet=st.characters(blacklist_categories=["Zs", "Cc"]), min_size=1, max_size=30)
+
+
+@given(st.lists(_OPTION, max_size=6), st.sampled_from(["Serial", "Parallel", "G1", "Z", "Shenandoah"]),
+       st.integers(min_value=0, max_value=6))
+def test_a_collector_anywhere_among_any_options_is_found(options: list[str], gc: str, at: int) -> None:
+    """Total on any text, and agrees with its oracle: an option that is exactly -XX:+Use<name>GC."""
+    assert picks_collector(" ".join(options)) is any(re.fullmatch(r"-XX:\+Use\w*GC", o) for o in options)
+    with_gc = [*options[:at], f"-XX:+Use{gc}GC", *options[at:]]
+    assert picks_collector("  ".join(with_gc)) is True
