@@ -25,6 +25,7 @@ offsets fixes a cut that is not.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -46,10 +47,10 @@ from restorer.codec import (
     position_key,
     shape_prefix,
 )
-from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
+from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, retention_warning, shape_message
 from restorer.store import Store
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, describe_topic, end_offsets
+from topics.kafka import KafkaConnection, describe_topic, end_offsets, topic_config
 
 POLL_BATCH = 10_000
 CONSISTENT_CUT_TIMEOUT_S = 30.0
@@ -59,6 +60,8 @@ STALL_TIMEOUT_S = 30.0
 ProgressFn = Callable[[int, int, int, int], None]
 # Why a changelog value cannot belong to its key, or None; each store has its own.
 ValueCheck = Callable[[bytes, bytes], "str | None"]
+
+log = logging.getLogger("brewstream")
 
 
 def check_count(key: bytes, value: bytes) -> str | None:
@@ -83,6 +86,17 @@ class RestoreResult:
 
 RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+) partitions=(?P<partitions>\d+) "
                       r"in (?P<seconds>[\d.]+) s")
+
+
+def retention_risk(conn: KafkaConnection, topic: str) -> str | None:
+    """Why the changelog may delete records by itself (``integrity.retention_warning``), or
+    None, also when the broker does not say (no right to describe the topic's settings)."""
+    try:
+        config = topic_config(conn, topic)
+    except KafkaException as exc:
+        log.debug("cannot read the settings of %s: %s", topic, exc)
+        return None
+    return retention_warning(topic, config)
 
 
 def view_changelog(conn: KafkaConnection, topic: str, consumer: Consumer | None = None) -> ChangelogView:

@@ -30,7 +30,15 @@ from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
-from restorer.reader import ValueCheck, apply_changelog, check_count, new_reader, store_facts, view_changelog
+from restorer.reader import (
+    ValueCheck,
+    apply_changelog,
+    check_count,
+    new_reader,
+    retention_risk,
+    store_facts,
+    view_changelog,
+)
 from restorer.store import StateDir, Store
 from service.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.http_api import serve_http, serving
@@ -134,6 +142,9 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     changelog_partitions = partitions_of(conn, p.changelog_topic)
     for topic in (p.dlq_topic, *p.output_topics, cfg.topics.instances):
         partitions_of(conn, topic)
+    risk = retention_risk(conn, p.changelog_topic)
+    if risk is not None:
+        log.warning(risk)
 
     metrics = Metrics(p.name)
     health = Health()

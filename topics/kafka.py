@@ -166,10 +166,16 @@ DEFAULT_MAX_RECORD_BYTES = 1_000_000
 
 def max_record_bytes(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> int:
     """The largest record ``topic`` accepts (its max.message.bytes), or the default."""
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    admin = conn.admin()  # must outlive its future
     try:
-        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
-        return int(entries["max.message.bytes"].value)
+        return int(topic_config(conn, topic, timeout)["max.message.bytes"])
     except (KafkaException, KeyError, TypeError, ValueError):
         return DEFAULT_MAX_RECORD_BYTES
+
+
+def topic_config(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> dict[str, str]:
+    """The topic's settings as the broker applies them (its own, else the broker's defaults);
+    ``KafkaException`` when the broker cannot say."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = conn.admin()  # must outlive its future
+    entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}

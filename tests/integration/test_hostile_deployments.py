@@ -396,3 +396,34 @@ def test_a_read_only_state_dir_is_one_line_and_the_next_start_is_exact(pipe: Pip
     import json
 
     assert json.loads(_read(tmp_path / "counts.json"))["counts"] == oracle(first + second)
+
+
+def test_a_changelog_that_deletes_by_retention_is_named_at_start(pipe: Pipeline, tmp_path: Path) -> None:
+    """A changelog created by hand (or by a broker's auto-create) keeps Kafka's default
+    cleanup.policy=delete: in 7 days its oldest counts are gone, and a restore after disk
+    loss with them. The daemon says so at start, in one line that says what to set."""
+    from restorer.reader import retention_risk
+
+    topic = pipe.topics.changelog
+    assert retention_risk(pipe.conn, topic) is None  # as `brewstream topics create` makes it
+    set_config(pipe, topic, "cleanup.policy", "compact,delete")
+    said = wait_until(lambda: retention_risk(pipe.conn, topic), 30, "the broker to apply the policy")
+    assert "(cleanup.policy=compact,delete, retention.ms=604800000)" in said, said
+    set_config(pipe, topic, "retention.ms", "-1")
+    wait_until(lambda: retention_risk(pipe.conn, topic) is None, 30, "the broker to apply the retention")
+    set_config(pipe, topic, "cleanup.policy", "delete")
+    wait_until(lambda: retention_risk(pipe.conn, topic), 30, "the broker to apply the policy")
+
+    log = tmp_path / "daemon.log"
+    daemon = pipe.spawn(*run_args(tmp_path), log=log)
+    try:
+        line = wait_until(lambda: next((ln for ln in log.read_text().splitlines() if "is not compacted" in ln), None),
+                          120, "the warning")
+        assert f"changelog {topic} is not compacted (cleanup.policy=delete)" in line, line
+        assert "cleanup.policy=compact" in line, line
+        wait_until(lambda: "role: starting" in log.read_text(), 120, "the daemon to start anyway")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
