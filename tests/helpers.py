@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
@@ -131,3 +132,13 @@ def create_topic(conn: KafkaConnection, name: str, partitions: int = 1,
 
     admin = conn.admin()  # must outlive the future
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result()
+
+
+def set_topic_config(conn: KafkaConnection, topic: str, **config: str) -> None:
+    """Set topic settings on the broker; ``max_message_bytes="3000"`` sets max.message.bytes."""
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in config.items()]
+    admin = conn.admin()
+    for f in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
+                                                             incremental_configs=entries)]).values():
+        f.result()

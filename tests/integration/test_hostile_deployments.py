@@ -27,6 +27,7 @@ from tests.helpers import (
     order_bytes,
     produce,
     read_topic,
+    set_topic_config,
 )
 from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
@@ -83,16 +84,6 @@ def delete_records(pipe: Pipeline, topic: str, before: dict[int, int]) -> None:
     admin = pipe.conn.admin()
     futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in before.items()])
     for f in futures.values():
-        f.result()
-
-
-def set_config(pipe: Pipeline, topic: str, key: str, value: str) -> None:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
-    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
-    admin = pipe.conn.admin()
-    for f in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
-                                                             incremental_configs=[entry])]).values():
         f.result()
 
 
@@ -177,7 +168,7 @@ def test_a_changelog_that_lost_records_is_refused_not_waited_for(pipe: Pipeline,
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
     assert available_now(pipe, tmp_path, "--max-offsets-per-trigger", "300").returncode == 0
     # An operator let retention at it (a compacted-only topic refuses delete-records).
-    set_config(pipe, pipe.topics.changelog, "cleanup.policy", "compact,delete")
+    set_topic_config(pipe.conn, pipe.topics.changelog, cleanup_policy="compact,delete")
     wait_until(lambda: _try_delete(pipe, pipe.topics.changelog, {0: 5, 1: 5, 2: 5}), 60,
              "the broker to delete the changelog's oldest records")
     shutil.rmtree(tmp_path / "state")  # and so is the disk
@@ -341,7 +332,7 @@ def _read(path: Path) -> str:
 
 
 def test_a_tiny_dlq_record_limit_is_fitted(pipe: Pipeline, tmp_path: Path) -> None:
-    set_config(pipe, pipe.topics.dlq, "max.message.bytes", "3000")
+    set_topic_config(pipe.conn, pipe.topics.dlq, max_message_bytes="3000")
     bad = b"{" + b"z" * 50_000
     produce(pipe.conn, pipe.topics.orders, [(b"k" * 5000, bad)])
     orders = make_orders(100, seed=64)
@@ -406,12 +397,12 @@ def test_a_changelog_that_deletes_by_retention_is_named_at_start(pipe: Pipeline,
 
     topic = pipe.topics.changelog
     assert retention_risk(pipe.conn, topic) is None  # as `brewstream topics create` makes it
-    set_config(pipe, topic, "cleanup.policy", "compact,delete")
+    set_topic_config(pipe.conn, topic, cleanup_policy="compact,delete")
     said = wait_until(lambda: retention_risk(pipe.conn, topic), 30, "the broker to apply the policy")
     assert "(cleanup.policy=compact,delete, retention.ms=604800000)" in said, said
-    set_config(pipe, topic, "retention.ms", "-1")
+    set_topic_config(pipe.conn, topic, retention_ms="-1")
     wait_until(lambda: retention_risk(pipe.conn, topic) is None, 30, "the broker to apply the retention")
-    set_config(pipe, topic, "cleanup.policy", "delete")
+    set_topic_config(pipe.conn, topic, cleanup_policy="delete")
     wait_until(lambda: retention_risk(pipe.conn, topic), 30, "the broker to apply the policy")
 
     log = tmp_path / "daemon.log"

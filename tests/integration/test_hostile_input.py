@@ -10,23 +10,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, set_topic_config
 from tests.integration.test_drink_count import make_orders
 from topics.clock import wait_until
 from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
-
-
-def set_topic_config(pipe: Pipeline, topic: str, **config: str) -> None:
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in config.items()]
-    admin = pipe.conn.admin()
-    for f in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
-                                                             incremental_configs=entries)]).values():
-        f.result()
 
 
 def run_cli(pipe: Pipeline, tmp_path: Path, *extra: str, timeout: float = 600) -> Any:
@@ -46,7 +36,7 @@ def dlq_by_offset(pipe: Pipeline) -> dict[tuple[int, int], Any]:
 
 def test_poison_orders_go_to_the_dlq_and_counting_goes_on(pipe: Pipeline, tmp_path: Path) -> None:
     """items a number, a 5 MB order, a 100 KB drink name: each to the DLQ with a reason."""
-    set_topic_config(pipe, pipe.topics.orders, max_message_bytes=str(8 * 1024 * 1024))
+    set_topic_config(pipe.conn, pipe.topics.orders, max_message_bytes=str(8 * 1024 * 1024))
     good = make_orders(300, seed=40)
     poison = [
         b'{"order_id":"b","shop_id":"s","items":5}',

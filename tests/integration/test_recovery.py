@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from restorer.codec import StoreState, commit_prefix, decode_entries
 from restorer.store import Store
@@ -26,6 +25,7 @@ from tests.helpers import (
     order_bytes,
     produce,
     read_topic,
+    set_topic_config,
 )
 from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
@@ -193,11 +193,7 @@ def test_restore_skips_aborted_transactions(pipe: Pipeline, tmp_path: Path) -> N
 
 
 def test_restore_of_a_compacted_changelog(pipe: Pipeline, tmp_path: Path, kafka: KafkaConnection) -> None:
-    admin = kafka.admin()
-    resource = ConfigResource(ConfigResource.Type.TOPIC, pipe.topics.changelog, incremental_configs=[
-        ConfigEntry("segment.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
-    for f in admin.incremental_alter_configs([resource]).values():
-        f.result()
+    set_topic_config(kafka, pipe.topics.changelog, segment_ms="1000")
     p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "linger.ms": 5})
     written = 0
     for version in range(1, 3001):
