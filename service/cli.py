@@ -515,14 +515,18 @@ def drill_kill9(**kw: Any) -> int:
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
               show_default=True, help="Where the drill keeps both instances' state dirs, checkpoints and logs.")
 @click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+@spark_options
 def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
-                   feed_time: float | None, work_dir: Path, keep_topics: bool) -> int:
+                   feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+                   spark_conf: dict[str, str], min_partitions: int | None) -> int:
     """An active and a standby; kill the active again and again (random moments and fault points),
     time each failover; exit 3 unless exact."""
-    from service.failover_drill import FailoverConfig, run_failover_drill
+    from service.drill import DrillConfig
+    from service.failover_drill import run_failover_drill
 
-    result = run_failover_drill(FailoverConfig(conn, orders, kills, seed, work_dir, max_kill_delay, feed_time,
-                                               keep_topics=keep_topics))
+    result = run_failover_drill(DrillConfig(conn, "failover", orders, kills, seed, work_dir, max_kill_delay,
+                                            feed_time, keep_topics=keep_topics,
+                                            run_args=spark_run_args(master, spark_conf, min_partitions)))
     return 0 if result.exact else 3
 
 

@@ -53,8 +53,10 @@ DRAIN_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class DrillConfig:
+    """Every drill's settings; ``service.failover_drill`` runs the "failover" mode."""
+
     conn: KafkaConnection
-    mode: str  # "kill9" or "disk-loss"
+    mode: str  # "kill9", "disk-loss" or "failover"
     orders: int = 20_000
     kills: int = 5
     seed: int = 1
@@ -64,6 +66,40 @@ class DrillConfig:
     max_offsets_per_trigger: int = 500
     keep_topics: bool = False
     run_args: tuple[str, ...] = ()  # more `brewstream run` flags for every daemon: --master, --conf …
+
+
+@dataclass(frozen=True)
+class DrillSetup:
+    """A drill's own topics and work dir, and the records it feeds with their oracle."""
+
+    topics: Topics
+    work: Path
+    records: list[tuple[bytes | None, bytes | None]]
+    expected: dict[str, int]
+    bad: int
+    feed_s: float
+
+
+def set_up(cfg: DrillConfig, min_feed_s: float) -> DrillSetup:
+    """Fresh topics (a prefix of their own) and work dir; the feed spread over ``feed_seconds``,
+    else 25 s per kill (at least ``min_feed_s``)."""
+    require_broker(cfg.conn)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    topics = Topics(f"drill-{cfg.mode}-{cfg.seed}-{stamp}.")
+    work = cfg.work_dir / f"{cfg.mode}-{cfg.seed}-{stamp}"
+    work.mkdir(parents=True, exist_ok=True)
+    create_topics(cfg.conn, 3, 1, topics)
+    records, expected, bad = stream(cfg.orders, cfg.seed)
+    feed_s = cfg.feed_seconds if cfg.feed_seconds is not None else max(min_feed_s, cfg.kills * 25.0)
+    return DrillSetup(topics, work, records, expected, bad, feed_s)
+
+
+def daemon_command(cfg: DrillConfig, topics: Topics, state: Path, checkpoint: Path, *more: str) -> list[str]:
+    """Every drill daemon's `brewstream run`: a short trigger and flush and small batches, so
+    kills land among many commits."""
+    return [sys.executable, "-m", "service.cli", "run", *cfg.conn.cli_args(), "--topic-prefix", topics.prefix,
+            "--state-dir", str(state), "--checkpoint-dir", str(checkpoint), "--trigger", "200ms", "--flush", "2s",
+            "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger), *cfg.run_args, *more]
 
 
 @dataclass
@@ -134,22 +170,15 @@ def stream(orders: int, seed: int) -> tuple[list[tuple[bytes | None, bytes | Non
 def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
     if cfg.mode not in ("kill9", "disk-loss"):
         raise BrewError(f"unknown drill {cfg.mode!r}")
-    require_broker(cfg.conn)
     rng = random.Random(cfg.seed)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    topics = Topics(f"drill-{cfg.mode}-{cfg.seed}-{stamp}.")
-    work = cfg.work_dir / f"{cfg.mode}-{cfg.seed}-{stamp}"
+    setup = set_up(cfg, min_feed_s=10.0)
+    topics, work = setup.topics, setup.work
     state, checkpoint = work / "state", work / "checkpoint"
-    work.mkdir(parents=True, exist_ok=True)
-    create_topics(cfg.conn, 3, 1, topics)
-
-    records, expected, bad = stream(cfg.orders, cfg.seed)
-    result = DrillResult(expected=expected, bad_fed=bad)
-    feed_s = cfg.feed_seconds if cfg.feed_seconds is not None else max(10.0, cfg.kills * 25.0)
+    result = DrillResult(expected=setup.expected, bad_fed=setup.bad)
     say = printer(out)
-    say(f"drill {cfg.mode}: {cfg.orders} orders ({bad} bad) over ~{feed_s:.0f}s to {topics.orders}, "
+    say(f"drill {cfg.mode}: {cfg.orders} orders ({setup.bad} bad) over ~{setup.feed_s:.0f}s to {topics.orders}, "
         f"{cfg.kills} kills, seed {cfg.seed}; work dir {work}")
-    feeder = Feeder(cfg.conn, topics.orders, records, feed_s)
+    feeder = Feeder(cfg.conn, topics.orders, setup.records, setup.feed_s)
     feeder.start()
     try:
         for n in range(1, cfg.kills + 1):
@@ -197,10 +226,7 @@ class _Daemon:
     def __init__(self, cfg: DrillConfig, topics: Topics, state: Path, checkpoint: Path, log: Path,
                  env: dict[str, str]) -> None:
         self.log = log
-        args = [sys.executable, "-m", "service.cli", "run", *cfg.conn.cli_args(),
-                "--topic-prefix", topics.prefix, "--state-dir", str(state), "--checkpoint-dir", str(checkpoint),
-                "--trigger", "200ms", "--flush", "2s",
-                "--max-offsets-per-trigger", str(cfg.max_offsets_per_trigger), *cfg.run_args]
+        args = daemon_command(cfg, topics, state, checkpoint)
         with open(log, "ab") as fh:
             self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                          start_new_session=True)

@@ -30,36 +30,33 @@ from typing import TextIO
 
 from restorer.faults import ENV as FAULT_ENV
 from restorer.faults import FILE_ENV, POINTS
-from service.drill import Feeder, Verdict, drained, printer, read_counts, read_dlq, restore_check, stream
+from service.drill import (
+    DrillConfig,
+    Feeder,
+    Verdict,
+    daemon_command,
+    drained,
+    printer,
+    read_counts,
+    read_dlq,
+    restore_check,
+    set_up,
+    stream,
+)
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.health import STANDBY, role_pattern
 from service.runner import TOOK_OVER_PATTERN
-from topics.admin import create_topics, delete_topics
+from topics.admin import delete_topics
 from topics.catalog import Topics
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
 from topics.feed import produce
-from topics.kafka import KafkaConnection, require_broker
 
 START_TIMEOUT_S = 240.0
 TAKEOVER_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 600.0
 POLL_S = 0.02  # the failover time is measured by these polls
 PROBE_ORDERS = 30
-
-
-@dataclass(frozen=True)
-class FailoverConfig:
-    conn: KafkaConnection
-    orders: int = 20_000
-    kills: int = 10
-    seed: int = 1
-    work_dir: Path = Path("state/drills")
-    max_kill_delay_s: float = 5.0
-    feed_seconds: float | None = None  # default: spread over the expected kills
-    max_offsets_per_trigger: int = 500
-    keep_topics: bool = False
-    extra_args: tuple[str, ...] = ()  # e.g. --lease-interval/--takeover-timeout for both instances
 
 
 @dataclass
@@ -83,7 +80,7 @@ class FailoverResult(Verdict):
 class Instance:
     """One ``brewstream run`` process group with its own state dir, checkpoint and log."""
 
-    def __init__(self, cfg: FailoverConfig, topics: Topics, work: Path, name: str) -> None:
+    def __init__(self, cfg: DrillConfig, topics: Topics, work: Path, name: str) -> None:
         self.cfg, self.topics, self.name = cfg, topics, name
         self.state, self.checkpoint = work / name / "state", work / name / "checkpoint"
         self.log, self.fault_file = work / f"{name}.log", work / f"{name}.fault"
@@ -92,11 +89,8 @@ class Instance:
         self.died_at: float | None = None  # monotonic time its process was seen gone
 
     def start(self, standby: bool) -> None:
-        args = [sys.executable, "-m", "service.cli", "run", *self.cfg.conn.cli_args(),
-                "--topic-prefix", self.topics.prefix, "--state-dir", str(self.state),
-                "--checkpoint-dir", str(self.checkpoint), "--trigger", "200ms", "--flush", "2s",
-                "--max-offsets-per-trigger", str(self.cfg.max_offsets_per_trigger), "--instance", self.name,
-                *self.cfg.extra_args, *(["--standby"] if standby else [])]
+        args = daemon_command(self.cfg, self.topics, self.state, self.checkpoint, "--instance", self.name,
+                              *(["--standby"] if standby else []))
         self.fault_file.write_text("")
         env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
         env[FILE_ENV] = str(self.fault_file)
@@ -155,27 +149,23 @@ def is_standby(text: str) -> bool:
 STANDBY_LINE = role_pattern(STANDBY)
 
 
-def run_failover_drill(cfg: FailoverConfig, out: TextIO = sys.stdout) -> FailoverResult:
-    require_broker(cfg.conn)
+def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverResult:
+    if cfg.mode != "failover":
+        raise BrewError(f"not a failover drill: {cfg.mode!r}")
     rng = random.Random(cfg.seed)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    topics = Topics(f"drill-failover-{cfg.seed}-{stamp}.")
-    work = cfg.work_dir / f"failover-{cfg.seed}-{stamp}"
-    work.mkdir(parents=True, exist_ok=True)
-    create_topics(cfg.conn, 3, 1, topics)
-    records, expected, bad = stream(cfg.orders, cfg.seed)
-    result = FailoverResult(expected=expected, bad_fed=bad)
-    feed_s = cfg.feed_seconds if cfg.feed_seconds is not None else max(20.0, cfg.kills * 25.0)
+    setup = set_up(cfg, min_feed_s=20.0)
+    topics, work = setup.topics, setup.work
+    result = FailoverResult(expected=setup.expected, bad_fed=setup.bad)
     say = printer(out)
-    say(f"drill failover: {cfg.orders} orders ({bad} bad) over ~{feed_s:.0f}s to {topics.orders}, {cfg.kills} "
-        f"failovers, seed {cfg.seed}; work dir {work}")
+    say(f"drill failover: {cfg.orders} orders ({setup.bad} bad) over ~{setup.feed_s:.0f}s to {topics.orders}, "
+        f"{cfg.kills} failovers, seed {cfg.seed}; work dir {work}")
 
     # Rounds 3, 6, 9 … die at a fault point, in turn; the others by SIGKILL at random.
     def fault_for(round_n: int) -> str | None:
         return f"{POINTS[(round_n // 3 - 1) % len(POINTS)]}@1" if round_n % 3 == 0 else None
 
     active, standby = Instance(cfg, topics, work, "a"), Instance(cfg, topics, work, "b")
-    feeder = Feeder(cfg.conn, topics.orders, records, feed_s)
+    feeder = Feeder(cfg.conn, topics.orders, setup.records, setup.feed_s)
     feeder.start()
 
     def feed_now(k: int) -> None:
