@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brewstream")
 
-# Logged once the store is open, fenced and caught up, just before Spark starts the query.
+# Logged once the store is open, fenced and caught up and Spark's session is up with its
+# Python workers, just before the query starts.
 READY_LINE = "%s: input=%s changelog=%s state=%s checkpoint=%s; %s"
 READY_PATTERN = re.compile(r"(?P<pipeline>[\w-]+): input=(?P<input>\S+) changelog=")
 # How many times one run starts its query again from the store's offsets (a damaged
