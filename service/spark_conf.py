@@ -118,8 +118,8 @@ def merged(ours: Mapping[str, str], from_file: Mapping[str, str], user: Mapping[
 
 
 def their_java_options(key: str, from_file: Mapping[str, str], user: Mapping[str, str]) -> str:
-    """The Java options the user sets under ``key``: --conf's, else the file's."""
-    return (user.get(key) or from_file.get(key) or "").strip()
+    """The Java options the user sets under ``key``: --conf's (even an empty one), else the file's."""
+    return (user[key] if key in user else from_file.get(key, "")).strip()
 
 
 def java_options(ours: str, theirs: str) -> str:

@@ -109,6 +109,7 @@ def test_java_options_are_ours_then_the_users_which_replace_the_files() -> None:
     assert their_java_options(key, {key: "-Da=file"}, {}) == "-Da=file"
     assert their_java_options(key, {key: "-Da=file"}, {key: " -Da=user "}) == "-Da=user"
     assert their_java_options(key, {}, {}) == ""
+    assert their_java_options(key, {key: "-Da=file"}, {key: ""}) == ""  # --conf KEY= drops the file's, as in Spark
     # The JVM takes the later of two options that set the same thing: the user's.
     assert java_options("-Dlog=ours -XX:+UseParallelGC", "-Dlog=theirs") == "-Dlog=ours -XX:+UseParallelGC -Dlog=theirs"
     assert java_options("", "") == ""
