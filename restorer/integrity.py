@@ -21,7 +21,6 @@ the end), one of these follows:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -106,39 +105,6 @@ def plan_start(view: ChangelogView, store: StoreFacts, accept_loss: bool = False
         return StartPlan(REPUBLISH, reason=f"changelog {view.topic} lost records the store had not applied "
                                         f"{gone} ({loss_flag})")
     return StartPlan(CATCH_UP, {p: store.positions.get(p, 0) for p in view.end}, view.end)
-
-
-def retention_warning(topic: str, config: Mapping[str, str]) -> str | None:
-    """Why the changelog may lose records by itself (then a restore after disk loss is
-    refused, or incomplete with the loss flag), or None. It must be compacted, and any
-    time or size retention it also has must be off (-1)."""
-    named = config.get("cleanup.policy", "delete")  # Kafka's default
-    policy = {p.strip() for p in named.split(",")}
-    fix = (f"set cleanup.policy=compact on it (kafka-configs --alter --entity-type topics --entity-name {topic} "
-           "--add-config cleanup.policy=compact)")
-    if "compact" not in policy:
-        return (f"changelog {topic} is not compacted (cleanup.policy={named}): Kafka deletes its old records, "
-                f"and a restore after disk loss then lacks the keys only they held; {fix}")
-    if "delete" not in policy:
-        return None
-    # Kafka's defaults: 7 days, no size limit.
-    kept = {"retention.ms": config.get("retention.ms", "604800000"),
-            "retention.bytes": config.get("retention.bytes", "-1")}
-    limits = [f"{k}={v}" for k, v in kept.items() if _limited(v)]
-    if not limits:
-        return None
-    return (f"changelog {topic} also deletes by retention (cleanup.policy={named}, {', '.join(limits)}): a "
-            f"restore after disk loss then lacks the keys only its deleted records held; {fix}, or set "
-            "retention.ms=-1 and retention.bytes=-1")
-
-
-def _limited(value: str) -> bool:
-    """A retention setting that deletes: a number from 0 up (-1 is off; the broker gives
-    nothing else)."""
-    return _NON_NEGATIVE.fullmatch(value) is not None
-
-
-_NON_NEGATIVE = re.compile(r"\s*\+?[0-9]+\s*")
 
 
 def shape_message(topic: str, now: int, built: int) -> str:

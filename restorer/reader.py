@@ -47,10 +47,11 @@ from restorer.codec import (
     position_key,
     shape_prefix,
 )
-from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, retention_warning, shape_message
+from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
 from restorer.store import Store
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, describe_topic, end_offsets, topic_config
+from topics.kafka import KafkaConnection, deletion_risk, describe_topic, end_offsets
+from topics.retention import keep_records_fix
 
 POLL_BATCH = 10_000
 CONSISTENT_CUT_TIMEOUT_S = 30.0
@@ -89,14 +90,13 @@ RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+
 
 
 def retention_risk(conn: KafkaConnection, topic: str) -> str | None:
-    """Why the changelog may delete records by itself (``integrity.retention_warning``), or
-    None, also when the broker does not say (no right to describe the topic's settings)."""
-    try:
-        config = topic_config(conn, topic)
-    except KafkaException as exc:
-        log.debug("cannot read the settings of %s: %s", topic, exc)
+    """Why the changelog may lose records by itself, in one line that says what to set; None
+    when it keeps them, or when the broker does not say (``topics.kafka.deletion_risk``)."""
+    how = deletion_risk(conn, topic)
+    if how is None:
         return None
-    return retention_warning(topic, config)
+    return (f"changelog {topic} {how}: a restore after disk loss then lacks the keys only its deleted records "
+            f"held; {keep_records_fix(topic)}")
 
 
 def view_changelog(conn: KafkaConnection, topic: str, consumer: Consumer | None = None) -> ChangelogView:

@@ -35,8 +35,9 @@ from topics.catalog import Topics
 from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, topic_exists
+from topics.kafka import KafkaConnection, deletion_risk, max_record_bytes, partitions_of, topic_exists
 from topics.records import close_transactional, headers_of, is_fatal, produce_waiting, read_at, read_from
+from topics.retention import keep_records_fix
 
 log = logging.getLogger("brewstream")
 
@@ -87,6 +88,10 @@ def replay(conn: KafkaConnection, topics: Topics, selection: Selection, dry_run:
            batch: int = DEFAULT_BATCH, faults: FaultPlan | None = None) -> ReplayResult:
     inputs = {topics.orders: partitions_of(conn, topics.orders), topics.events: partitions_of(conn, topics.events)}
     partitions_of(conn, topics.dlq_replays)  # a missing ledger is a clear error before anything is sent
+    how = deletion_risk(conn, topics.dlq_replays)
+    if how is not None:
+        log.warning("the replay ledger %s %s: a replay it has forgotten, run again, sends its records a second "
+                    "time; %s", topics.dlq_replays, how, keep_records_fix(topics.dlq_replays))
     result = ReplayResult()
     sender = None if dry_run else Sender(conn, topics.dlq_replays, batch, max(
         max_record_bytes(conn, t) for t in inputs), faults)

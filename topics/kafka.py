@@ -23,6 +23,7 @@ from topics.kafka_config import (
     librdkafka_properties,
     load_properties,
 )
+from topics.retention import deletes_records
 
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
@@ -30,6 +31,7 @@ METADATA_TIMEOUT_S = 5.0
 # librdkafka logs every failed connection attempt, and a fenced producer at level 0; the
 # CLI reports broker trouble itself, in one line, so the library's own lines go to a
 # logger that shows them only under --log-level debug.
+log = logging.getLogger("brewstream")
 _KAFKA_LOG = logging.getLogger("brewstream.librdkafka")
 _KAFKA_LOG.setLevel(logging.CRITICAL + 1)
 
@@ -170,6 +172,17 @@ def max_record_bytes(conn: KafkaConnection, topic: str, timeout: float = METADAT
         return int(topic_config(conn, topic, timeout)["max.message.bytes"])
     except (KafkaException, KeyError, TypeError, ValueError):
         return DEFAULT_MAX_RECORD_BYTES
+
+
+def deletion_risk(conn: KafkaConnection, topic: str) -> str | None:
+    """How ``topic`` would delete records by itself (``topics.retention.deletes_records``),
+    or None: also when the broker does not say (no right to describe its settings)."""
+    try:
+        config = topic_config(conn, topic)
+    except KafkaException as exc:
+        log.debug("cannot read the settings of %s: %s", topic, exc)
+        return None
+    return deletes_records(config)
 
 
 def topic_config(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> dict[str, str]:

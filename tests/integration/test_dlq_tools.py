@@ -167,3 +167,21 @@ def test_an_exported_and_repaired_file_goes_back_in_and_is_counted_once(
     refused = cut_pipe.brew("seed-orders", "--file", str(exported))
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert "line 1 of" in refused.stderr and "only part of the record" in refused.stderr
+
+
+def test_a_replay_ledger_that_deletes_by_retention_is_named(pipe: Pipeline) -> None:
+    """A ledger that forgets (Kafka's default policy on a topic made by hand) would let the
+    same replay, run again later, send its records twice: the replay says so."""
+    from tests.helpers import set_topic_config
+    from topics.clock import wait_until
+    from topics.kafka import deletion_risk
+
+    ledger = pipe.topics.dlq_replays
+    quiet = replay(pipe, "--dry-run")
+    assert quiet.returncode == 0 and "replay ledger" not in quiet.stderr, quiet.stderr
+    set_topic_config(pipe.conn, ledger, cleanup_policy="delete")
+    wait_until(lambda: deletion_risk(pipe.conn, ledger), 30, "the broker to apply the policy")
+    warned = replay(pipe, "--dry-run")
+    assert warned.returncode == 0, warned.stderr
+    assert f"the replay ledger {ledger} is not compacted (cleanup.policy=delete)" in warned.stderr, warned.stderr
+    assert "cleanup.policy=compact" in warned.stderr.split("is not compacted", 1)[1]

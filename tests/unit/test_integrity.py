@@ -14,7 +14,6 @@ from restorer.integrity import (
     ChangelogView,
     StoreFacts,
     plan_start,
-    retention_warning,
 )
 
 T = "brew.drink-count-changelog"
@@ -92,42 +91,3 @@ def test_the_decision_is_total_and_safe(low: dict[int, int], span: dict[int, int
     else:
         assert plan.action == REPUBLISH
 
-
-@pytest.mark.parametrize(("config", "says"), [
-    ({"cleanup.policy": "compact", "retention.ms": "604800000"}, None),  # retention applies only with delete
-    ({"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "-1"}, None),
-    ({"cleanup.policy": " delete , compact ", "retention.ms": "-1"}, None),
-    ({}, "is not compacted (cleanup.policy=delete)"),  # Kafka's default policy
-    ({"cleanup.policy": "delete", "retention.ms": "-1"}, "is not compacted (cleanup.policy=delete)"),
-    ({"cleanup.policy": "compact,delete"}, "(cleanup.policy=compact,delete, retention.ms=604800000)"),
-    ({"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "1073741824"},
-     "(cleanup.policy=compact,delete, retention.bytes=1073741824)"),
-    ({"cleanup.policy": "compact,delete", "retention.ms": "0", "retention.bytes": "0"},
-     "retention.ms=0, retention.bytes=0"),
-    ({"cleanup.policy": "compact,delete", "retention.ms": "soon", "retention.bytes": "-1"}, None),
-])
-def test_a_changelog_that_can_delete_records_is_named(config: dict[str, str], says: str | None) -> None:
-    warning = retention_warning(T, config)
-    if says is None:
-        assert warning is None
-    else:
-        assert warning is not None and says in warning and T in warning and "cleanup.policy=compact" in warning
-
-
-_VALUE = st.one_of(st.text(max_size=12), st.integers(min_value=-5, max_value=10**12).map(str),
-                   st.sampled_from(["--5", "+7", " 3 ", "1_000", "\u0661", "-0", "0x10"]))
-
-
-@given(st.dictionaries(st.sampled_from(["cleanup.policy", "retention.ms", "retention.bytes", "segment.ms"]),
-                       _VALUE), st.sampled_from(["compact", "delete", "compact,delete", "delete,compact", ""]))
-def test_the_retention_check_is_total_and_agrees_with_its_oracle(config: dict[str, str], policy: str) -> None:
-    config = {**config, "cleanup.policy": config.get("cleanup.policy", policy)}
-    parts = {p.strip() for p in config["cleanup.policy"].split(",")}
-
-    def deletes(key: str, default: str) -> bool:  # a number from 0 up; -1 and anything else do not
-        digits = config.get(key, default).strip().removeprefix("+")
-        return digits.isascii() and digits.isdigit()
-
-    risky = "compact" not in parts or (
-        "delete" in parts and (deletes("retention.ms", "604800000") or deletes("retention.bytes", "-1")))
-    assert (retention_warning(T, config) is not None) is risky
