@@ -28,10 +28,10 @@ from topics.retention import deletes_records
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
 
+log = logging.getLogger("brewstream")
 # librdkafka logs every failed connection attempt, and a fenced producer at level 0; the
 # CLI reports broker trouble itself, in one line, so the library's own lines go to a
 # logger that shows them only under --log-level debug.
-log = logging.getLogger("brewstream")
 _KAFKA_LOG = logging.getLogger("brewstream.librdkafka")
 _KAFKA_LOG.setLevel(logging.CRITICAL + 1)
 

@@ -25,10 +25,11 @@ def deletes_records(config: Mapping[str, str]) -> str | None:
               if _NON_NEGATIVE.fullmatch(config.get(k, DEFAULTS[k]))]  # -1 is off
     if not limits:
         return None
-    return f"also deletes by retention (cleanup.policy={named}, {', '.join(limits)})"
+    return (f"also deletes by retention (cleanup.policy={named}, {', '.join(limits)}; -1 for both would keep "
+            "every record)")
 
 
 def keep_records_fix(topic: str) -> str:
     """What to set so that ``topic`` keeps every key's last record."""
     return (f"set cleanup.policy=compact on it (kafka-configs --alter --entity-type topics --entity-name {topic} "
-            "--add-config cleanup.policy=compact), or keep delete with retention.ms=-1 and retention.bytes=-1")
+            "--add-config cleanup.policy=compact)")

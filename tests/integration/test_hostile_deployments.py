@@ -399,7 +399,7 @@ def test_a_changelog_that_deletes_by_retention_is_named_at_start(pipe: Pipeline,
     assert retention_risk(pipe.conn, topic) is None  # as `brewstream topics create` makes it
     set_topic_config(pipe.conn, topic, cleanup_policy="compact,delete")
     said = wait_until(lambda: retention_risk(pipe.conn, topic), 30, "the broker to apply the policy")
-    assert "(cleanup.policy=compact,delete, retention.ms=604800000)" in said, said
+    assert "(cleanup.policy=compact,delete, retention.ms=604800000;" in said, said
     set_topic_config(pipe.conn, topic, retention_ms="-1")
     wait_until(lambda: retention_risk(pipe.conn, topic) is None, 30, "the broker to apply the retention")
     set_topic_config(pipe.conn, topic, cleanup_policy="delete")

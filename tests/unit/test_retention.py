@@ -16,9 +16,9 @@ from topics.retention import deletes_records, keep_records_fix
     ({}, "is not compacted (cleanup.policy=delete)"),  # Kafka's default policy
     ({"cleanup.policy": "delete", "retention.ms": "-1"}, "is not compacted (cleanup.policy=delete)"),
     ({"cleanup.policy": "compact,delete"}, "also deletes by retention (cleanup.policy=compact,delete, "
-                                           "retention.ms=604800000)"),
+                                           "retention.ms=604800000;"),
     ({"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "1073741824"},
-     "(cleanup.policy=compact,delete, retention.bytes=1073741824)"),
+     "(cleanup.policy=compact,delete, retention.bytes=1073741824;"),
     ({"cleanup.policy": "compact,delete", "retention.ms": "0", "retention.bytes": "0"},
      "retention.ms=0, retention.bytes=0"),
     ({"cleanup.policy": "compact,delete", "retention.ms": "soon", "retention.bytes": "-1"}, None),
@@ -31,9 +31,9 @@ def test_a_topic_that_can_delete_records_is_named(config: dict[str, str], says: 
         assert how is not None and says in how
 
 
-def test_the_fix_names_the_topic_and_both_ways() -> None:
+def test_the_fix_names_the_topic_and_the_setting() -> None:
     fix = keep_records_fix("brew.x")
-    assert "--entity-name brew.x" in fix and "cleanup.policy=compact" in fix and "retention.ms=-1" in fix
+    assert "--entity-name brew.x" in fix and "cleanup.policy=compact" in fix
 
 
 _VALUE = st.one_of(st.text(max_size=12), st.integers(min_value=-5, max_value=10**12).map(str),
