@@ -25,7 +25,6 @@ offsets fixes a cut that is not.
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -61,8 +60,6 @@ STALL_TIMEOUT_S = 30.0
 ProgressFn = Callable[[int, int, int, int], None]
 # Why a changelog value cannot belong to its key, or None; each store has its own.
 ValueCheck = Callable[[bytes, bytes], "str | None"]
-
-log = logging.getLogger("brewstream")
 
 
 def check_count(key: bytes, value: bytes) -> str | None:
