@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from bench.config import (
     OursSweep,
 )
 from service.durations import DURATION, parse_duration
+from service.signals import Terminated, terminate_by_exception
 from topics.errors import BrewError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -127,19 +127,11 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, our
     run(cfg)
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl+C, so the broker and every daemon are still stopped."""
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main() -> None:
-    _stop_on_sigterm()
+    terminate_by_exception()  # SIGTERM unwinds like Ctrl+C, so the broker and every daemon are still stopped
     try:
         bench.main(standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt, Terminated):
         click.echo("bench: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
-from service.signals import stop_on_signals
+from service.signals import Terminated, stop_on_signals, terminate_by_exception
 from service.spark_cluster_cmd import spark_cluster
 from service.spark_options import master_of, spark_options, spark_run_args
 from service.webboard.command import board_cmd
@@ -652,6 +653,7 @@ cli.add_command(spark_cluster)
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every failure is one line on stderr and a non-zero exit."""
+    terminate_by_exception()
     try:
         code = cli.main(args=argv, prog_name="brewstream", standalone_mode=False)
     except click.exceptions.Abort:
@@ -667,6 +669,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("brewstream: interrupted", err=True)
         sys.exit(130)
+    except Terminated:
+        click.echo("brewstream: stopped by SIGTERM", err=True)
+        sys.exit(128 + signal.SIGTERM)
     except Exception as exc:
         # Nothing the user can act on reached us as a BrewError: still one line, the
         # traceback only at debug level.

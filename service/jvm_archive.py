@@ -40,6 +40,7 @@ from pathlib import Path
 
 from restorer.file_lock import try_lock
 from sandbox.processes import alive
+from service.signals import Terminated
 
 log = logging.getLogger("brewstream.jvm")
 
@@ -80,7 +81,7 @@ class Plan:
                     proc.stdin.close()
                 try:
                     proc.wait(WRITE_WAIT_S)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
                     # Only the archive waits here: the stop itself is done and clean.
                     log.warning("stopped waiting for Spark's JVM to save its classes; the next start "
                                 "takes them if it finished")

@@ -27,3 +27,19 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class Terminated(BaseException):
+    """SIGTERM where no loop of ours listens for it (see ``terminate_by_exception``).
+    A BaseException, like KeyboardInterrupt, so ``except Exception`` cannot swallow it."""
+
+
+def terminate_by_exception() -> None:
+    """SIGTERM raises ``Terminated`` instead of ending the process at once, so the
+    `finally` blocks (store, lock, lease, HTTP server) run: start-up, one-shot commands,
+    the unwinding after a loop. ``stop_on_signals`` takes over inside long loops and puts
+    this handler back when it ends."""
+    def handler(_signum: int, _frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, handler)

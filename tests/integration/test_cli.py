@@ -1,6 +1,7 @@
 """The command line: help everywhere, one-line errors, fast failure on a dead broker."""
 
 import os
+import signal
 import subprocess
 import time
 from importlib.metadata import version
@@ -11,6 +12,7 @@ import yaml
 
 from service.cli import cli
 from tests.helpers import BREW, brew
+from topics.clock import wait_until
 from topics.kafka import KafkaConnection
 
 
@@ -60,6 +62,32 @@ def test_unreachable_broker_is_one_line_within_seconds(args: list[str], tmp_path
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach Kafka at 127.0.0.1:1" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether the process has a handler of its own for ``sig`` (its SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+@pytest.mark.parametrize("args", [["run"], ["restore"]])
+def test_sigterm_before_the_daemon_listens_is_one_line(args: list[str], tmp_path: Path) -> None:
+    """SIGTERM while a command starts (here: still waiting for a broker that never
+    answers) unwinds it with one line and 128 + 15, where Python's default would end
+    the process by the signal, skipping every clean-up."""
+    proc = subprocess.Popen([BREW, *args, "--state-dir", str(tmp_path / "s"), "--bootstrap", "127.0.0.1:1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _catches(proc.pid, signal.SIGTERM), 30, "a SIGTERM handler in brewstream",
+                   give_up=lambda: f"exited {proc.returncode}" if proc.poll() is not None else None)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == ["brewstream: stopped by SIGTERM"], err
 
 
 def test_docker_compose_is_valid_three_broker_kraft() -> None:
