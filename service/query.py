@@ -108,7 +108,8 @@ def drop_checkpoint(checkpoint_dir: Path) -> None:
         raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
 
 
-# Settings of Spark's Kafka source; a `java.<setting>` line in --kafka-config overrides any.
+# Settings of Spark's Kafka source; a `java.<setting>` line in --kafka-config overrides any but
+# isolation.level (topics.kafka_config.OWNED_SETTINGS).
 SOURCE_DEFAULTS = {
     # A task's last poll leaves a fetch for the next offsets in flight, which the broker
     # holds for fetch.max.wait.ms (500 ms by default) when nothing new has arrived; the

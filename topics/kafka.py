@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from topics.errors import BrewError
 from topics.kafka_config import (
     BOOTSTRAP_SERVERS,
+    check_owned_settings,
     choose_bootstrap,
     java_options,
     librdkafka_properties,
@@ -59,6 +60,7 @@ class KafkaConnection:
                   given_as: str = "--bootstrap") -> KafkaConnection:
         """``bootstrap`` None: not given, so the file's bootstrap.servers or the default."""
         props = load_properties(config_file) if config_file is not None else {}
+        check_owned_settings(props, config_file)
         chosen = choose_bootstrap(bootstrap, given_as, props.pop(BOOTSTRAP_SERVERS, None), config_file,
                                   DEFAULT_BOOTSTRAP)
         return cls(chosen, props, config_file)

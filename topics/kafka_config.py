@@ -7,6 +7,8 @@ source is a Java client, so the common security settings are translated to their
 names, and lines starting with ``java.`` go to Spark only (prefix removed) for
 anything without a translation. Values are never printed: messages name keys only
 (``bootstrap.servers`` is an address, not a secret, and is named when it conflicts).
+A few settings are brewstream's own (``OWNED_SETTINGS``): a file may repeat brewstream's
+value but not set another.
 
 Most users' ``client.properties`` also set ``bootstrap.servers``: it is used when no
 ``--bootstrap`` (or ``KAFKA_BOOTSTRAP``) is given, and a given one that names other
@@ -44,6 +46,37 @@ def load_properties(path: Path) -> dict[str, str]:
             raise BrewError(f"line {n} of {path} is not key=value")
         props[line[:sep].strip()] = line[sep + 1:].strip()
     return props
+
+
+# Settings brewstream gives each client itself, because its guarantees rest on them: the
+# values a file may repeat, brewstream's first (None: no value at all), and why. Another
+# value would reach every client that does not set the key itself (``KafkaConnection.
+# config``) or win over Spark's source defaults (``java.``), quietly breaking exactly-once.
+_COMMITTED_ONLY = "only committed input counts (aborted upstream transactions are skipped)"
+_TRANSACTIONS = "the changelog is written in transactions, which need it"
+OWNED_SETTINGS: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "transactional.id": (None, "each transactional producer is named after what it guards (a changelog, a "
+                               "replay ledger), and clients that share one id fence each other"),
+    "isolation.level": (("read_committed",), _COMMITTED_ONLY),
+    JAVA_PREFIX + "isolation.level": (("read_committed",), _COMMITTED_ONLY),
+    "enable.idempotence": (("true", "t", "1"), _TRANSACTIONS),  # librdkafka's spellings of true
+    "acks": (("all", "-1"), _TRANSACTIONS),
+    "request.required.acks": (("all", "-1"), _TRANSACTIONS),  # librdkafka's alias of acks
+}
+
+
+def check_owned_settings(props: dict[str, str], path: Path | None) -> None:
+    """Refuse, naming the key (never the value), a setting brewstream owns with a value it
+    cannot run with; the same value as brewstream's is fine."""
+    for key, value in props.items():
+        owned = OWNED_SETTINGS.get(key.strip().lower())
+        if owned is None:
+            continue
+        allowed, why = owned
+        if allowed is None or value.strip().lower() not in allowed:
+            keep = "" if allowed is None else f" (or set it to {allowed[0]})"
+            raise BrewError(f"{path or 'the Kafka config'} sets {key}, which brewstream sets itself: {why}; "
+                            f"drop that line{keep}")
 
 
 def choose_bootstrap(given: str | None, given_as: str, from_file: str | None, path: Path | None,

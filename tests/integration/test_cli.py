@@ -64,6 +64,19 @@ def test_unreachable_broker_is_one_line_within_seconds(args: list[str], tmp_path
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("line", ["java.isolation.level=read_uncommitted", "transactional.id=ops", "acks=1"])
+def test_a_kafka_config_that_breaks_exactly_once_is_one_line(line: str, tmp_path: Path) -> None:
+    """Refused before any client exists, so no broker is needed to see it."""
+    config = tmp_path / "client.properties"
+    config.write_text(f"security.protocol=PLAINTEXT\n{line}\n")
+    proc = brew(KafkaConnection("127.0.0.1:1"), "run", "--kafka-config", str(config), "--state-dir",
+                str(tmp_path / "s"), timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1
+    assert len(lines) == 1 and f"sets {line.split('=')[0]}, which brewstream sets itself" in lines[0], proc.stderr
+    assert not (tmp_path / "s").exists()
+
+
 def _catches(pid: int, sig: int) -> bool:
     """Whether the process has a handler of its own for ``sig`` (its SigCgt mask)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -7,7 +7,14 @@ from hypothesis import strategies as st
 
 from topics.errors import BrewError
 from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
-from topics.kafka_config import choose_bootstrap, java_options, librdkafka_properties, load_properties
+from topics.kafka_config import (
+    OWNED_SETTINGS,
+    check_owned_settings,
+    choose_bootstrap,
+    java_options,
+    librdkafka_properties,
+    load_properties,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -87,7 +94,7 @@ def test_without_either_the_default_is_used(tmp_path: Path) -> None:
 
 # Keys and values a properties line can hold: no separator in a key, no line break anywhere,
 # no surrounding blanks (they are stripped), and no comment character to start a key.
-_KEY = st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True)
+_KEY = st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True).filter(lambda k: k not in OWNED_SETTINGS)
 _VALUE = st.text(st.characters(blacklist_categories=["Cc", "Zl", "Zp", "Cs"],
                                blacklist_characters="\x85\x1c\x1d\x1e"), max_size=30).map(str.strip)
 _SERVER = st.builds("{}:{}".format, st.from_regex(r"[a-z][a-z0-9.-]{0,15}", fullmatch=True),
@@ -125,3 +132,49 @@ def test_given_and_file_servers_agree_exactly_when_they_name_the_same_set(given_
         assert f"--bootstrap {given_text}" in str(exc.value) and f"bootstrap.servers={file_text}" in str(exc.value)
     assert choose_bootstrap(None, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP) == file_text
     assert choose_bootstrap(given_text, "--bootstrap", None, None, DEFAULT_BOOTSTRAP) == given_text
+
+
+def test_a_setting_brewstream_owns_is_refused_naming_the_key_not_the_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "security.protocol=SASL_SSL\njava.isolation.level = Read_Uncommitted\n")
+    with pytest.raises(BrewError) as exc:
+        KafkaConnection.from_file(None, path)
+    message = str(exc.value)
+    assert str(path) in message and "java.isolation.level" in message and "only committed input counts" in message
+    assert "uncommitted" not in message.lower() and "set it to read_committed" in message
+    with pytest.raises(BrewError, match=r"transactional\.id, which brewstream sets itself.*fence each other"):
+        KafkaConnection.from_file(None, write(tmp_path, "transactional.id=shared\n"))
+
+
+def test_brewstreams_own_values_may_be_repeated(tmp_path: Path) -> None:
+    path = write(tmp_path, "acks=-1\nrequest.required.acks = all\nenable.idempotence=True\n"
+                           "isolation.level=read_committed\njava.isolation.level=READ_COMMITTED\n")
+    assert KafkaConnection.from_file(None, path).config()["acks"] == "-1"
+
+
+def _refused(props: dict[str, str]) -> str | None:
+    """The oracle: the first key whose value brewstream cannot run with."""
+    for key, value in props.items():
+        k, v = key.strip().lower(), value.strip().lower()
+        if (k == "transactional.id"
+                or (k in ("isolation.level", "java.isolation.level") and v != "read_committed")
+                or (k == "enable.idempotence" and v not in ("true", "t", "1"))
+                or (k in ("acks", "request.required.acks") and v not in ("all", "-1"))):
+            return key
+    return None
+
+
+_OWNED_KEY = st.sampled_from(sorted(OWNED_SETTINGS)).flatmap(
+    lambda k: st.sampled_from([k, k.upper(), f" {k} "]))
+_OWNED_VALUE = st.sampled_from(["read_committed", "READ_COMMITTED", "read_uncommitted", "true", "t", "1", "false",
+                                "0", "all", "-1", "1", "0", "", "x"]) | _VALUE
+
+
+@given(props=st.dictionaries(_OWNED_KEY | _KEY, _OWNED_VALUE, max_size=6))
+def test_owned_settings_are_refused_exactly_when_the_oracle_refuses(props: dict[str, str]) -> None:
+    expected = _refused(props)
+    if expected is None:
+        check_owned_settings(props, None)
+        return
+    with pytest.raises(BrewError) as exc:
+        check_owned_settings(props, None)
+    assert f"sets {expected}," in str(exc.value)
