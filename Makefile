@@ -11,7 +11,10 @@ QUIX_VENV := .cache/bench/quix-venv
 
 .PHONY: install run run-cluster test lint unit sandbox-up sandbox-down clean bench events windows prometheus
 
-install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed
+GATE_SRC := service/drink_count/jvm/brewstream/OrderGate.java
+GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
+
+install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed $(GATE_JAR)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +31,14 @@ $(JARS)/spark/.installed: jars/spark-kafka.pom.xml
 	rm -rf $(JARS)/spark
 	$(MVN) -f jars/spark-kafka.pom.xml dependency:copy-dependencies
 	touch $@
+
+# The order gate, a Spark function in Java, compiled against the pinned pyspark's own jars;
+# it sits with the Kafka source's jars, which reach every executor through spark.jars.
+$(GATE_JAR): $(GATE_SRC) $(VENV)/.installed $(JARS)/spark/.installed
+	rm -rf $(JARS)/gate-classes
+	javac --release 17 -d $(JARS)/gate-classes \
+	  -cp "$$($(VENV)/bin/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" $(GATE_SRC)
+	jar cf $@ -C $(JARS)/gate-classes .
 
 # The live demo: broker, topics, a background order feed, then the daemon and its board.
 run: install

@@ -26,5 +26,13 @@ def broker_classpath() -> str:
     return os.pathsep.join(str(j) for j in _jars("broker"))
 
 
-def spark_kafka_jars() -> list[Path]:
-    return _jars("spark")
+ORDER_GATE_JAR = "brewstream-order-gate.jar"  # built by `make install` (service/drink_count/jvm/)
+
+
+def spark_jars() -> list[Path]:
+    """What every Spark session gets through spark.jars: the Kafka source and its
+    dependencies, and the order gate."""
+    found = _jars("spark")
+    if not any(j.name == ORDER_GATE_JAR for j in found):
+        raise BrewError(f"no {ORDER_GATE_JAR} in {jars_dir() / 'spark'}; run `make install` first")
+    return found

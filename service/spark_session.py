@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox.jars import spark_kafka_jars
+from sandbox.jars import spark_jars
 from service import jvm_archive
 from service.shipped_code import code_zip
 from service.spark_conf import (
@@ -47,7 +47,7 @@ _writing: jvm_archive.Plan | None = None
 def build_session(master: str = "local[*]", app_name: str = "brewstream",
                   conf: dict[str, str] | None = None, log_file: Path | None = None,
                   write_archive: bool = False) -> SparkSession:
-    """A session with Spark's Kafka source on the classpath, quiet logs and no UI.
+    """A session with Spark's Kafka source and the order gate on the classpath, quiet logs and no UI.
 
     ``conf`` (the user's ``--conf``) overrides any setting, spark-defaults.conf overrides
     brewstream's defaults (``service.spark_conf``): ``spark.ui.enabled=true`` brings the UI
@@ -82,7 +82,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     # replaces this one.
     theirs = {key: their_java_options(key, from_file, user) for key in (DRIVER_JAVA_KEY, EXECUTOR_JAVA_KEY)}
     gc = {key: "" if picks_collector(opts) else "-XX:+UseParallelGC" for key, opts in theirs.items()}
-    jars = spark_kafka_jars()
+    jars = spark_jars()
     # Java options reach only a JVM started now, not one this process has already; and
     # class sharing options of the user's own leave the archive to them.
     archive = (jvm_archive.plan(jars, write_archive)

@@ -1,11 +1,13 @@
 """Parse and count one micro-batch of orders inside Spark.
 
-Each Spark task parses its rows (``service.drink_count.orders``) and sums drinks locally
-(a partial count), so only a handful of rows per task cross to the driver: one per
-drink, one per input partition for its highest offset, one for the number of good
-orders, and the bad orders (cut to what the DLQ holds, or only their position once the
-task's budget is spent: see ``service.badrecords``). ``partial_counts`` runs on the executors;
-``merge_partials`` on the driver. Both are pure and tested without Spark.
+Most orders never reach Python: the JVM counts those its order gate proves clean
+(``aggregate_batch``). The rest go to the Python workers, where each Spark task parses its
+rows (``service.drink_count.orders``) and sums drinks locally (a partial count), so only a
+handful of rows per task cross to the driver: one per drink, one per input partition for
+its highest offset, one for the number of good orders, and the bad orders (cut to what the
+DLQ holds, or only their position once the task's budget is spent: see
+``service.badrecords``). ``partial_counts`` runs on the executors; ``merge_partials`` on the
+driver. Both are pure and tested without Spark.
 
 Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
 counted or becomes a bad record with a reason; an unexpected exception in one record is
@@ -26,7 +28,7 @@ from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.limits import MAX_NAME_BYTES
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 # Row kinds of the partial output: BAD carries the record's (cut) bytes, REF only its position;
 # LARGE counts the records a first pass left to the second (see ``aggregate_batch``).
@@ -183,7 +185,77 @@ def _bytes(v: Any) -> bytes | None:
 
 def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: int = MAX_NAME_BYTES,
                     dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> BatchAggregate:
-    """Drop rows below the store's next offsets, then count the rest in Spark.
+    """Drop rows below the store's next offsets, then count the rest in Spark, each row in
+    exactly one of two steps.
+
+    First the JVM counts the orders the order gate proves clean (``OrderGate``, in
+    service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
+    which are nearly all of them, without sending a row to Python, where decoding took
+    about two fifths of a warm batch's CPU (BENCHMARKS.md). Only when some rows were not
+    proven clean, a second job sends exactly those to the Python workers
+    (``_count_in_python``), which count them or give their DLQ reasons."""
+    from pyspark.sql import functions as F
+
+    fresh = df.select("key", "value", "partition", "offset")
+    for partition, next_offset in applied.items():
+        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    gate = _order_gate(df.sparkSession, max_name_bytes)
+    counted, unclean = _count_in_jvm(fresh, gate)
+    if not unclean:
+        return merge_partials(counted)
+    rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
+    took = merge_partials(rest)
+    if took.good_orders + len(took.bad) != unclean:
+        raise RuntimeError(f"Python counted {took.good_orders + len(took.bad)} records of the {unclean} "
+                           f"the order gate left to it")
+    return merge_partials([*counted, *rest])
+
+
+GATE_FUNCTION = "brew_order_gate"
+GATE_CLASS = "brewstream.OrderGate"  # service/drink_count/jvm/brewstream/OrderGate.java, built by `make install`
+
+
+def _order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
+    """The gate's verdict on ``value``: drink -> quantity, or null for a row it cannot prove
+    clean. Registered on every call (one call to the JVM, harmless when repeated), so
+    any session can count."""
+    from pyspark.sql import functions as F
+
+    spark.udf.registerJavaFunction(GATE_FUNCTION, GATE_CLASS, "map<string,bigint>")
+    return F.call_function(GATE_FUNCTION, F.col("value"), F.lit(max_name_bytes))
+
+
+def _count_in_jvm(fresh: DataFrame, gate: Column) -> tuple[list[dict[str, Any]], int]:
+    """Partial rows for what the gate counted (drinks and orders) and for every partition's
+    highest offset (unclean rows included), and how many rows it left uncounted. Grouped
+    by partition and drink: one row per drink and partition crosses to the driver."""
+    from pyspark.sql import functions as F
+
+    from service.spark_session import collect_rows
+
+    items = fresh.select("partition", "offset", F.posexplode_outer(gate).alias("pos", "drink", "qty"))
+    grouped = items.groupBy("partition", "drink").agg(
+        F.sum("qty").alias("n"), F.max("offset").alias("top"),
+        F.count(F.when(F.col("pos") == 0, 1)).alias("orders"),  # an order's first item: one per clean order
+        F.count(F.when(F.col("pos").isNull(), 1)).alias("unclean"))
+    partials: list[dict[str, Any]] = []
+    unclean = 0
+    for row in collect_rows(grouped):
+        if row["drink"] is not None:
+            partials.append(partial_row(DRINK, name=row["drink"], n=row["n"]))
+        partials.append(partial_row(ORDERS, n=row["orders"]))
+        partials.append(partial_row(OFFSET, n=row["top"], partition=row["partition"]))
+        unclean += row["unclean"]
+    return partials, unclean
+
+
+def partial_row(kind: str, **fields: Any) -> dict[str, Any]:
+    """One partial row as ``merge_partials`` reads it, the columns not given null."""
+    return {**dict.fromkeys(PARTIAL_SCHEMA.names), **fields, "kind": kind}
+
+
+def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int) -> list[dict[str, Any]]:
+    """The partial rows of ``partial_counts`` over ``rows`` in the Python workers.
 
     Rows reach the Python workers as Arrow batches, which Spark cuts at
     ``maxRecordsPerBatch`` rows and, because a record can be as big as Kafka allows,
@@ -196,34 +268,30 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     Each row is counted by exactly one pass."""
     from pyspark.sql import functions as F
 
-    fresh = df.select("key", "value", "partition", "offset")
-    for partition, next_offset in applied.items():
-        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
     fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
-    conf = df.sparkSession.conf
+    conf = rows.sparkSession.conf
     bound = conf.get(MAX_BYTES_KEY, None)
     row_bytes = small_row_bytes(bound, conf.get(MAX_RECORDS_KEY, None))
     if row_bytes is None or bound is None:
-        return merge_partials(_partials(fresh, fn))
+        return _partials(rows, fn)
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
     large = size > row_bytes
-    marked = fresh.select(F.when(~large, F.col("key")).alias("key"), F.when(~large, F.col("value")).alias("value"),
-                          "partition", "offset", large.alias(LARGE))
+    marked = rows.select(F.when(~large, F.col("key")).alias("key"), F.when(~large, F.col("value")).alias("value"),
+                         "partition", "offset", large.alias(LARGE))
     conf.set(MAX_BYTES_KEY, str(UNBOUNDED_BYTES))
     try:
         first = _partials(marked, fn)
     finally:
         conf.set(MAX_BYTES_KEY, bound)
-    agg = merge_partials(first)
-    left = agg.large
+    left = merge_partials(first).large
     if not left:
-        return agg
-    second = _partials(fresh.where(large), fn)
+        return first
+    second = _partials(rows.where(large), fn)
     rest = merge_partials(second)
     if rest.good_orders + len(rest.bad) != left:
         raise RuntimeError(f"the second pass counted {rest.good_orders + len(rest.bad)} large records "
                            f"of the {left} the first left to it")
-    return merge_partials([*first, *second])  # the partial rows of both passes, as if one
+    return [*first, *second]  # the partial rows of both passes, as if one
 
 
 MAX_BYTES_KEY = "spark.sql.execution.arrow.maxBytesPerBatch"

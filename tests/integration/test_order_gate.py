@@ -1,0 +1,151 @@
+"""The order gate in the JVM (service/drink_count/jvm/brewstream/OrderGate.java), called
+through Spark's own JVM: it never counts what ``count_drinks`` or the oracle refuses, what
+it counts it counts the same, and it takes the clean majority; and a batch counted by the
+gate and the Python workers together gives the oracle's counts and ``count_drinks``'s
+DLQ reasons."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.drink_count.aggregate import aggregate_batch
+from service.drink_count.orders import BadOrder, count_drinks
+from service.limits import MAX_NAME_BYTES
+from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
+from tests.unit.test_orders import (
+    JSON_PREFIXES,
+    PLAIN_EDGES,
+    PROPERTY,
+    json_text,
+    near_valid_orders,
+    oracle_counts,
+    to_bytes,
+    verdicts,
+)
+from topics.orders_gen import OrderGenerator
+
+# Integers of thousands of digits are generated on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+
+
+def gate(spark: Any, raw: bytes, max_name_bytes: int = MAX_NAME_BYTES) -> dict[str, int] | None:
+    counted = spark._jvm.brewstream.OrderGate.gate(bytearray(raw), max_name_bytes)
+    return None if counted is None else {str(k): int(v) for k, v in counted.items()}
+
+
+def check_gate(spark: Any, raw: bytes, max_name_bytes: int = MAX_NAME_BYTES) -> bool:
+    """The gate counts only what count_drinks (and, at the default limit, the oracle)
+    counts, and the same; True when it counted the order."""
+    counted = gate(spark, raw, max_name_bytes)
+    if counted is None:
+        return False
+    assert counted == count_drinks(raw, max_name_bytes=max_name_bytes), raw[:300]
+    if max_name_bytes == MAX_NAME_BYTES:
+        assert counted == oracle_counts(raw), raw[:300]
+    return True
+
+
+@settings(PROPERTY, max_examples=600)
+@given(raw=near_valid_orders())
+def test_the_gate_never_passes_a_bad_order(spark: Any, raw: bytes) -> None:
+    check_gate(spark, raw)
+
+
+@PROPERTY
+@given(raw=json_text.map(to_bytes))
+def test_the_gate_on_any_json(spark: Any, raw: bytes) -> None:
+    check_gate(spark, raw)
+
+
+@PROPERTY
+@given(prefix=st.sampled_from(JSON_PREFIXES) | st.just(b""), tail=st.binary(max_size=100))
+def test_the_gate_on_any_bytes(spark: Any, prefix: bytes, tail: bytes) -> None:
+    check_gate(spark, prefix + tail)
+
+
+@PROPERTY
+@given(raw=near_valid_orders(), limit=st.integers(1, 12))
+def test_the_gate_keeps_a_smaller_name_limit(spark: Any, raw: bytes, limit: int) -> None:
+    check_gate(spark, raw, limit)
+
+
+@pytest.mark.parametrize("raw", [*PLAIN_EDGES, *(raw for _, raw, _ in BAD_ORDERS if raw is not None),
+                                 *(raw for raw, _ in GOOD_EDGE_ORDERS)])
+def test_the_gate_at_the_edges(spark: Any, raw: bytes) -> None:
+    check_gate(spark, raw)
+
+
+# Every byte that means something to a JSON scanner, and some that must never pass.
+EDIT_BYTES = b'{}[]":, \t\n\r\\/0123456789-+.eEtrufalsn' + bytes([0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF])
+EDITED = [
+    b'{"order_id":"o-1","shop_id":"s","items":[{"drink":"latte","quantity":12}]}',
+    b'{ "items" : [ {"quantity": 2147483647, "drink": "x"}, {"drink":"x","quantity":1} ],\n'
+    b' "shop_id": "", "order_id": "a b" }',
+]
+
+
+@pytest.mark.parametrize("raw", EDITED)
+def test_every_one_byte_edit_of_a_clean_order(spark: Any, raw: bytes) -> None:
+    """Exhaustively: each byte replaced by, or preceded by, each of ``EDIT_BYTES``, and each
+    byte dropped. A scanner's slips (a closing bracket taken for a brace, a digit too many,
+    a quote left open) are one byte away from a clean order."""
+    assert check_gate(spark, raw)
+    passed = 0
+    for i in range(len(raw) + 1):
+        variants = [raw[:i] + bytes([b]) + raw[i:] for b in EDIT_BYTES]
+        if i < len(raw):
+            variants += [raw[:i] + bytes([b]) + raw[i + 1:] for b in EDIT_BYTES] + [raw[:i] + raw[i + 1:]]
+        passed += sum(check_gate(spark, v) for v in variants)
+    assert passed > 0  # some edits keep an order clean (a longer id, a space): the gate still takes them
+
+
+def test_the_gate_takes_the_clean_majority(spark: Any) -> None:
+    """Every order of the project's generator passes, written compactly or the way
+    Python's json module writes it, and so do many of the near-valid generator's good
+    orders (the rest have escapes, other characters or fields of their own)."""
+    generated = OrderGenerator(7)
+    for _ in range(500):
+        order = next(generated)
+        assert check_gate(spark, orjson.dumps(order)) and check_gate(spark, json.dumps(order, indent=1).encode())
+    good = [raw for raw, ok in zip(*[verdicts(near_valid_orders(), f) for f in (lambda r: r, oracle_counts)],
+                                   strict=True) if ok is not None]
+    passed = sum(check_gate(spark, raw) for raw in good)
+    assert passed >= len(good) // 10, (passed, len(good))
+
+
+def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any) -> None:
+    """Clean orders, orders only Python can count, and every kind of bad order, shuffled
+    over three partitions: the gate and the Python workers together count what the
+    oracle counts, and each bad order gets count_drinks's reason, once."""
+    rng = random.Random(20261124)
+    generated = OrderGenerator(11)
+    values: list[bytes | None] = [orjson.dumps(next(generated)) for _ in range(3000)]
+    values += [raw for _, raw, _ in BAD_ORDERS] + [raw for raw, _ in GOOD_EDGE_ORDERS] + PLAIN_EDGES
+    values += [b'{"order_id":"o","shop_id":"s","items":[{"drink":"caf\\u00e9","quantity":2}]}',
+               b'{"order_id":"o","shop_id":"s","note":1,"items":[{"drink":"latte","quantity":5}]}']
+    rng.shuffle(values)
+    rows = [(b"k", v, i % 3, i // 3) for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, "key binary, value binary, partition int, offset long")
+    agg = aggregate_batch(df, {})
+
+    expected: dict[str, int] = {}
+    reasons: dict[tuple[int, int], str] = {}
+    for _, v, p, o in rows:
+        try:
+            drinks = count_drinks(v)
+        except BadOrder as exc:
+            reasons[(p, o)] = str(exc)
+            continue
+        for drink, qty in drinks.items():
+            expected[drink] = expected.get(drink, 0) + qty
+    assert agg.deltas == expected
+    assert agg.good_orders == len(rows) - len(reasons)
+    assert {(b.partition, b.offset): b.reason for b in agg.bad} == reasons and len(agg.bad) == len(reasons)
+    assert agg.next_offsets == {p: max(o for _, _, q, o in rows if q == p) + 1 for p in range(3)}
