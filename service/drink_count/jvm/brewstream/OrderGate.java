@@ -17,8 +17,9 @@
  * summed, as count_drinks sums it.
  *
  * tests/integration/test_order_gate.py checks, through this class itself, that on any bytes,
- * any JSON and near-valid orders it never returns counts for what count_drinks refuses and
- * always returns the same counts, and that the project's own orders pass it.
+ * any JSON, near-valid orders and every one-byte edit of clean orders it never returns
+ * counts for what count_drinks refuses and always returns the same counts, and that the
+ * project's own orders pass it.
  */
 package brewstream;
 
