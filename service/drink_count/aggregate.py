@@ -205,10 +205,8 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     if not unclean:
         return merge_partials(counted)
     rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
-    took = merge_partials(rest)
-    if took.good_orders + len(took.bad) != unclean:
-        raise RuntimeError(f"Python counted {took.good_orders + len(took.bad)} records of the {unclean} "
-                           f"the order gate left to it")
+    if (took := records_counted(rest)) != unclean:
+        raise RuntimeError(f"Python counted {took} records of the {unclean} the order gate left to it")
     return merge_partials([*counted, *rest])
 
 
@@ -254,6 +252,12 @@ def _count_in_jvm(fresh: DataFrame, gate: Column) -> tuple[list[dict[str, Any]],
     return partials, unclean
 
 
+def records_counted(rows: Iterable[Mapping[str, Any]]) -> int:
+    """How many records partial rows account for: good orders and bad records (what
+    ``merge_partials`` makes of them, without building the bad records)."""
+    return sum(row["n"] if row["kind"] == ORDERS else row["kind"] in (BAD, REF) for row in rows)
+
+
 def partial_row(kind: str, **fields: Any) -> dict[str, Any]:
     """One partial row as ``merge_partials`` reads it, the columns not given null."""
     return {**dict.fromkeys(PARTIAL_SCHEMA.names), **fields, "kind": kind}
@@ -285,14 +289,12 @@ def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int
                          "partition", "offset", large.alias(LARGE))
     with _session_conf(rows, MAX_BYTES_KEY, str(UNBOUNDED_BYTES)):
         first = _partials(marked, fn)
-    left = merge_partials(first).large
+    left = sum(row["n"] for row in first if row["kind"] == LARGE)
     if not left:
         return first
     second = _partials(rows.where(large), fn)
-    rest = merge_partials(second)
-    if rest.good_orders + len(rest.bad) != left:
-        raise RuntimeError(f"the second pass counted {rest.good_orders + len(rest.bad)} large records "
-                           f"of the {left} the first left to it")
+    if (took := records_counted(second)) != left:
+        raise RuntimeError(f"the second pass counted {took} large records of the {left} the first left to it")
     return [*first, *second]  # the partial rows of both passes, as if one
 
 

@@ -4,7 +4,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.drink_count.aggregate import BadRecord, merge_partials, partial_counts, small_row_bytes
+from service.drink_count.aggregate import (
+    BadRecord,
+    merge_partials,
+    partial_counts,
+    records_counted,
+    small_row_bytes,
+)
 from tests.corpus import BAD_ORDERS
 
 INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
@@ -86,6 +92,8 @@ def test_the_two_passes_count_each_record_once(rows: list[tuple[bytes | None, bo
     assert merge_partials(first).large == sum(big for _, big in rows)
     second = run(batch([r for r, (_, big) in zip(whole, rows, strict=True) if big]))
     both = merge_partials([*first, *second])
+    assert records_counted(second) == sum(big for _, big in rows)
+    assert records_counted(run(batch(whole))) == one.good_orders + len(one.bad) == len(rows)
     assert (both.deltas, both.good_orders, both.bad, both.next_offsets) == (
         one.deltas, one.good_orders, one.bad, one.next_offsets)
 
