@@ -53,6 +53,11 @@ from topics.kafka import KafkaConnection, deletion_risk, describe_topic, end_off
 from topics.retention import keep_records_fix
 
 POLL_BATCH = 10_000
+# consume() returns once it holds POLL_BATCH messages or once this wait has passed, and
+# partition EOF events do not end it early: with a long wait, every read of fewer records
+# (the catch-up before each start, a takeover, a standby's follow) lasted the whole wait.
+# A short one only costs an empty turn of the loop while the broker has nothing more.
+POLL_WAIT_S = 0.02
 CONSISTENT_CUT_TIMEOUT_S = 30.0
 STALL_TIMEOUT_S = 30.0
 
@@ -220,7 +225,7 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
     last_progress = time.monotonic()
     while todo:
         try:
-            messages = consumer.consume(num_messages=POLL_BATCH, timeout=0.5)
+            messages = consumer.consume(num_messages=POLL_BATCH, timeout=POLL_WAIT_S)
         except KafkaException as exc:
             raise BrewError(f"reading changelog {topic} failed: {exc.args[0].str()}") from None
         done: set[int] = set()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, Message, TopicPartition
 
 POLL_BATCH = 10_000
+POLL_WAIT_S = 0.02  # the restorer's short wait (restorer.reader.POLL_WAIT_S), so no tail waits out a long one
 
 
 def read_all(bootstrap: str, topic: str, isolation: str) -> Iterator[list[Message]]:
@@ -28,7 +29,7 @@ def read_all(bootstrap: str, topic: str, isolation: str) -> Iterator[list[Messag
         todo = {p for p, e in ends.items() if e > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in sorted(todo)])
         while todo:
-            batch = consumer.consume(POLL_BATCH, timeout=0.5)
+            batch = consumer.consume(POLL_BATCH, timeout=POLL_WAIT_S)
             for msg in batch:
                 if msg.error() is not None:
                     raise RuntimeError(f"reading {topic} failed: {msg.error()}")
