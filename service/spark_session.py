@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+log = logging.getLogger(__name__)
 
 
 # The class archive this process's JVM writes as it exits, if it does (one JVM a process).
@@ -72,8 +74,11 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     warnings.filterwarnings("ignore", message=".*pandas.*", category=FutureWarning)
     # py4j logs every exception a foreachBatch call raises, traceback and all; the runner
-    # reports the failure itself in one line.
+    # reports the failure itself in one line. Some of its lines go to the root logger
+    # (a broken connection, when a SIGTERM to the process group ends the JVM first), so
+    # those are dropped there.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_from_py4j)
 
     # The parallel collector: batches here are throughput work with small heaps, and it
     # measured about 11% faster than the default G1 on a 1M-order batch. As the *default*
@@ -122,9 +127,40 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         archive.writer_started(proc.pid if proc is not None else None)
         _writing = archive
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_when_the_jvm_hangs_up(spark.sparkContext)
     if not local:
         spark.sparkContext.addPyFile(str(code_zip()))
     return spark
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    """False for a line py4j's own code logged (see build_session)."""
+    return not record.pathname.startswith(_py4j_dir())
+
+
+@functools.cache
+def _py4j_dir() -> str:
+    import py4j
+
+    return str(Path(py4j.__file__).parent) + os.sep
+
+
+def _quiet_when_the_jvm_hangs_up(sc: Any) -> None:
+    """pyspark's accumulator server prints a traceback when the JVM closes its connection
+    without a stop, as when a SIGTERM to the process group reaches the JVM first. That is
+    the JVM going away, which the runner reports itself; any other error still prints."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is None:
+        return
+    report = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+            log.debug("Spark's JVM closed the accumulator connection")
+            return
+        report(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def jvm_process() -> subprocess.Popen[bytes] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import urllib.error
 import urllib.request
@@ -69,6 +70,26 @@ def test_metrics_while_the_daemon_runs(pipe: Pipeline, tmp_path: Path) -> None:
     finally:
         if daemon.poll() is None:
             daemon.kill()
+
+
+def test_a_sigterm_to_the_process_group_stops_without_a_traceback(pipe: Pipeline, tmp_path: Path) -> None:
+    """systemd's default stop (and `kill -- -PGID`) signals every process of the service at
+    once, so Spark's JVM goes away while the daemon stops: the stop is still clean, in
+    the daemon's own lines, with no traceback from py4j or pyspark's accumulator server."""
+    produce(pipe.conn, pipe.topics.orders, [order_bytes(o) for o in make_orders(200, seed=21)])
+    log = tmp_path / "daemon.log"
+    daemon = pipe.spawn("run", "--state-dir", str(tmp_path / "s"), "--checkpoint-dir", str(tmp_path / "c"), log=log)
+    try:
+        wait_until(lambda: "orders=" in log.read_text(errors="replace"), 180, "the daemon's first batch")
+        os.killpg(daemon.pid, signal.SIGTERM)  # spawned in a session of its own: its pid is the group's
+        code = daemon.wait(120)
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    assert "role: stopped" in text, text[-3000:]
+    assert "Traceback" not in text and "Exception" not in text, text[-3000:]
 
 
 def test_status_is_a_health_check(pipe: Pipeline, spark: Any, tmp_path: Path) -> None:
