@@ -33,7 +33,7 @@ from confluent_kafka import TopicPartition
 
 from restorer.faults import ENV as FAULT_ENV
 from restorer.faults import POINTS
-from restorer.reader import apply_changelog
+from restorer.reader import POLL_WAIT_S, apply_changelog
 from restorer.store import StateDir, Store
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.query import READY_PATTERN
@@ -376,7 +376,7 @@ def read_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
         consumer.assign([TopicPartition(topic, p, 0) for p in todo])
         deadline = time.monotonic() + 60
         while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
+            for msg in consumer.consume(1000, timeout=POLL_WAIT_S):
                 if msg.error() is None and (msg.offset() or 0) < ends[msg.partition() or 0]:
                     h = headers_of(msg)
                     sources.append((h["source-partition"].decode(), h["source-offset"].decode()))
