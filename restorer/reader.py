@@ -49,15 +49,10 @@ from restorer.codec import (
 from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
 from restorer.store import Store
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, deletion_risk, describe_topic, end_offsets
+from topics.kafka import POLL_WAIT_S, KafkaConnection, deletion_risk, describe_topic, end_offsets
 from topics.retention import keep_records_fix
 
 POLL_BATCH = 10_000
-# consume() returns once it holds POLL_BATCH messages or once this wait has passed, and
-# partition EOF events do not end it early: with a long wait, every read of fewer records
-# (the catch-up before each start, a takeover, a standby's follow) lasted the whole wait.
-# A short one only costs an empty turn of the loop while the broker has nothing more.
-POLL_WAIT_S = 0.02
 CONSISTENT_CUT_TIMEOUT_S = 30.0
 STALL_TIMEOUT_S = 30.0
 

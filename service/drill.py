@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
-from confluent_kafka import TopicPartition
 
 from restorer.faults import ENV as FAULT_ENV
 from restorer.faults import POINTS
-from restorer.reader import POLL_WAIT_S, apply_changelog
+from restorer.reader import apply_changelog
 from restorer.store import StateDir, Store
+from service.dlq_read import DlqRecord, read_dlq
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.query import READY_PATTERN
 from topics.admin import create_topics, delete_topics
@@ -44,7 +44,6 @@ from topics.errors import BrewError
 from topics.feed import produce
 from topics.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from topics.orders_gen import OrderGenerator
-from topics.records import headers_of
 
 DISK_ACTIONS = ("delete state dir", "delete checkpoint", "delete both", "keep disk")
 FIRST_BATCH_TIMEOUT_S = 180.0
@@ -205,7 +204,7 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
         daemon = _Daemon(cfg, topics, state, checkpoint, work / "daemon-final.log", {})
         daemon.drain(lambda: drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
         result.counted = read_counts(state)
-        result.dlq_records, result.dlq_unique = read_dlq(cfg.conn, topics.dlq)
+        result.dlq_records, result.dlq_unique = count_dlq(cfg.conn, topics.dlq)
         result.restored = restore_check(cfg.conn, topics.changelog, work / "restore-check")
     finally:
         feeder.stop()
@@ -365,26 +364,11 @@ def drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
     return snapshot.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
 
 
-def read_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
-    """(records, distinct source positions) in the DLQ, read committed."""
-    consumer = conn.consumer({"isolation.level": "read_committed"})
-    sources: list[tuple[str, str]] = []
-    try:
-        parts = partitions_of(conn, topic)
-        ends = {p: high for p, (_, high) in end_offsets(consumer, topic, parts).items()}
-        todo = {p for p, e in ends.items() if e > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in todo])
-        deadline = time.monotonic() + 60
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=POLL_WAIT_S):
-                if msg.error() is None and (msg.offset() or 0) < ends[msg.partition() or 0]:
-                    h = headers_of(msg)
-                    sources.append((h["source-partition"].decode(), h["source-offset"].decode()))
-            for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-    finally:
-        consumer.close()
+def count_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
+    """(records, distinct source positions) in the DLQ, read committed. A record that is not
+    brewstream's counts as its own source, so it shows as one record too many."""
+    sources = [(r.source_topic, r.source_partition, r.source_offset) if isinstance(r, DlqRecord) else r
+               for r in read_dlq(conn, topic)]
     return len(sources), len(set(sources))
 
 

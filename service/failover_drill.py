@@ -34,11 +34,11 @@ from service.drill import (
     DrillConfig,
     Feeder,
     Verdict,
+    count_dlq,
     daemon_command,
     drained,
     printer,
     read_counts,
-    read_dlq,
     restore_check,
     set_up,
     stream,
@@ -216,7 +216,7 @@ def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverRe
             if inst.stop() != 0:
                 raise BrewError(f"{inst.name} did not stop cleanly on SIGTERM; see {inst.log}")
         result.counted = read_counts(active.state)
-        result.dlq_records, result.dlq_unique = read_dlq(cfg.conn, topics.dlq)
+        result.dlq_records, result.dlq_unique = count_dlq(cfg.conn, topics.dlq)
         result.restored = restore_check(cfg.conn, topics.changelog, work / "restore-check")
     finally:
         feeder.stop()

@@ -28,6 +28,14 @@ from topics.retention import deletes_records
 
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
+# The wait of every read that ends at end offsets it took first. consume(n, wait) returns
+# once it holds n messages or once the wait has passed, and poll(wait) once one message
+# came or the wait passed; neither ends early at the end of a partition, nor after the
+# transaction marker a read_committed reader never sees. With a long wait, every read's
+# tail (a short changelog catch-up, a takeover, a standby's follow, a DLQ listing) lasted
+# the whole wait; a short one only costs an empty turn of the loop while the broker has
+# nothing more.
+POLL_WAIT_S = 0.02
 
 log = logging.getLogger("brewstream")
 # librdkafka logs every failed connection attempt, and a fenced producer at level 0; the

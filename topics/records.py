@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from topics.errors import BrewError
-from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
+from topics.kafka import METADATA_TIMEOUT_S, POLL_WAIT_S, KafkaConnection
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -117,6 +117,12 @@ class Fetched:
 
 
 FETCH_TIMEOUT_S = 60.0
+# The readers below take one partition after another, with small queues so that memory
+# stays bounded however big the records are. A new partition's first fetch waits for the
+# one still held at the end of the last (the broker holds a fetch up to fetch.wait.max.ms
+# when it has nothing to send): 500 ms by default, per partition.
+_ONE_PARTITION_AT_A_TIME = {"isolation.level": "read_committed", "queued.max.messages.kbytes": 16 * 1024,
+                            "fetch.max.bytes": 16 * 1024 * 1024, "fetch.wait.max.ms": 20}
 
 
 def read_at(conn: KafkaConnection, topic: str, positions: Iterable[tuple[int, int]],
@@ -132,8 +138,7 @@ def read_at(conn: KafkaConnection, topic: str, positions: Iterable[tuple[int, in
         wanted.setdefault(p, []).append(o)
     if not wanted:
         return
-    consumer = conn.consumer({"isolation.level": "read_committed", "queued.max.messages.kbytes": 16 * 1024,
-                              "fetch.max.bytes": 16 * 1024 * 1024, "auto.offset.reset": "error"})
+    consumer = conn.consumer({**_ONE_PARTITION_AT_A_TIME, "auto.offset.reset": "error"})
     try:
         for p in sorted(wanted):
             offsets = sorted(set(wanted[p]))
@@ -155,7 +160,7 @@ def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: lis
     i = 0
     deadline = time.monotonic() + timeout
     while i < len(offsets):
-        msg = consumer.poll(0.5)
+        msg = consumer.poll(POLL_WAIT_S)
         if msg is None:
             position = consumer.position([TopicPartition(topic, partition)])[0].offset
             if position >= high or time.monotonic() > deadline:
@@ -188,8 +193,7 @@ def read_from(conn: KafkaConnection, topic: str, since_ms: int | None = None,
     the topic (a DLQ replay whose records fail again) always ends. Memory stays bounded like
     ``read_at``'s.
     """
-    consumer = conn.consumer({"isolation.level": "read_committed", "queued.max.messages.kbytes": 16 * 1024,
-                              "fetch.max.bytes": 16 * 1024 * 1024, "auto.offset.reset": "earliest"})
+    consumer = conn.consumer({**_ONE_PARTITION_AT_A_TIME, "auto.offset.reset": "earliest"})
     try:
         meta = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
         if meta is None or meta.error is not None:
@@ -213,7 +217,7 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end:
     consumer.assign([TopicPartition(topic, partition, start)])
     deadline = time.monotonic() + timeout
     while True:
-        msg = consumer.poll(0.5)
+        msg = consumer.poll(POLL_WAIT_S)
         if msg is None:
             # Under read_committed the last offsets may be transaction markers, never delivered.
             if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
@@ -227,9 +231,12 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end:
                 break
             raise BrewError(f"reading {topic}[{partition}] failed: {err.str()}")
         deadline = time.monotonic() + timeout
-        if (msg.offset() or 0) >= end:
+        offset = msg.offset() or 0
+        if offset >= end:
             break
         yield msg
+        if offset == end - 1:
+            break  # the range's last record: nothing to wait for
         if (msg.offset() or 0) >= end - 1:
             break
     consumer.unassign()

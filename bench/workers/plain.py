@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, Message, TopicPartition
 
 POLL_BATCH = 10_000
-POLL_WAIT_S = 0.02  # the restorer's short wait (restorer.reader.POLL_WAIT_S), so no tail waits out a long one
+POLL_WAIT_S = 0.02  # the restorer's short wait (topics.kafka.POLL_WAIT_S), so no tail waits out a long one
 
 
 def read_all(bootstrap: str, topic: str, isolation: str) -> Iterator[list[Message]]:
