@@ -11,7 +11,7 @@ QUIX_VENV := .cache/bench/quix-venv
 
 .PHONY: install run run-cluster test lint unit sandbox-up sandbox-down clean bench events windows prometheus
 
-GATE_SRC := service/drink_count/jvm/brewstream/OrderGate.java
+GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java)
 GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed $(GATE_JAR)
@@ -32,8 +32,9 @@ $(JARS)/spark/.installed: jars/spark-kafka.pom.xml
 	$(MVN) -f jars/spark-kafka.pom.xml dependency:copy-dependencies
 	touch $@
 
-# The order gate, a Spark function in Java, compiled against the pinned pyspark's own jars;
-# it sits with the Kafka source's jars, which reach every executor through spark.jars.
+# The order gate and its sums, Spark functions in Java, compiled against the pinned
+# pyspark's own jars; the jar sits with the Kafka source's jars, which reach every
+# executor through spark.jars.
 $(GATE_JAR): $(GATE_SRC) $(VENV)/.installed $(JARS)/spark/.installed
 	rm -rf $(JARS)/gate-classes
 	javac --release 17 -d $(JARS)/gate-classes \

@@ -1,7 +1,8 @@
 """The order gate in the JVM (service/drink_count/jvm/brewstream/OrderGate.java), called
 through Spark's own JVM: it never counts what ``count_drinks`` or the oracle refuses, what
-it counts it counts the same, and it takes the clean majority; and a batch counted by the
-gate and the Python workers together gives the oracle's counts and ``count_drinks``'s
+it counts it counts the same, and it takes the clean majority; its sums (GateTotals.java)
+are the gate's verdicts added up, however the values are split; and a batch counted by
+the gate and the Python workers together gives the oracle's counts and ``count_drinks``'s
 DLQ reasons."""
 
 from __future__ import annotations
@@ -113,6 +114,40 @@ def test_the_gate_takes_the_clean_majority(spark: Any) -> None:
                                    strict=True) if ok is not None]
     passed = sum(check_gate(spark, raw) for raw in good)
     assert passed >= len(good) // 10, (passed, len(good))
+
+
+def clean_orders() -> st.SearchStrategy[bytes]:
+    return st.integers(0, 2**32).map(lambda seed: orjson.dumps(next(OrderGenerator(seed))))
+
+
+@PROPERTY
+@given(values=st.lists(st.none() | clean_orders() | near_valid_orders() | st.binary(max_size=40), max_size=25),
+       cuts=st.lists(st.integers(0, 25), max_size=3), limit=st.sampled_from([MAX_NAME_BYTES, 3]))
+def test_the_totals_add_up_the_gate_however_split(spark: Any, values: list[bytes | None], cuts: list[int],
+                                                  limit: int) -> None:
+    """GateTotals' reduce and merge, as Spark calls them per task and then across tasks:
+    the drinks, orders and unclean values of the gate's verdicts, value by value."""
+    totals = spark.sparkContext._jvm.brewstream.GateTotals(limit)
+    bounds = [0, *sorted(min(c, len(values)) for c in cuts), len(values)]
+    parts = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        part = totals.zero()
+        for v in values[start:end]:
+            part = totals.reduce(part, None if v is None else bytearray(v))
+        parts.append(part)
+    summed = parts[0]
+    for part in parts[1:]:
+        summed = totals.merge(summed, part)
+    summed = totals.finish(summed)
+
+    expected: dict[str, int] = {}
+    verdicts_ = [None if v is None else gate(spark, v, limit) for v in values]
+    for counted in verdicts_:
+        for drink, qty in (counted or {}).items():
+            expected[drink] = expected.get(drink, 0) + qty
+    assert {str(k): int(v) for k, v in summed.getCounts().items()} == expected
+    assert summed.getOrders() == sum(c is not None for c in verdicts_)
+    assert summed.getUnclean() == sum(c is None for c in verdicts_)
 
 
 def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any) -> None:
