@@ -7,6 +7,7 @@ DLQ reasons."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Any
@@ -130,7 +131,7 @@ def test_the_totals_add_up_the_gate_however_split(spark: Any, values: list[bytes
     totals = spark.sparkContext._jvm.brewstream.GateTotals(limit)
     bounds = [0, *sorted(min(c, len(values)) for c in cuts), len(values)]
     parts = []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         part = totals.zero()
         for v in values[start:end]:
             part = totals.reduce(part, None if v is None else bytearray(v))
