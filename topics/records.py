@@ -235,8 +235,6 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end:
         if offset >= end:
             break
         yield msg
-        if offset == end - 1:
-            break  # the range's last record: nothing to wait for
-        if (msg.offset() or 0) >= end - 1:
+        if offset >= end - 1:
             break
     consumer.unassign()
