@@ -37,7 +37,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection
+from topics.kafka import KafkaConnection, watermarks
 
 log = logging.getLogger("brewstream")
 
@@ -158,9 +158,8 @@ class Lease:
         """Read the recent past, then announce and watch on threads of their own."""
         self._seq = seq
         consumer = self.conn.consumer({"fetch.wait.max.ms": 50})
-        tp = TopicPartition(self.topic, LEASE_PARTITION)
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+            low, high = watermarks(consumer, self.topic, LEASE_PARTITION)
         except KafkaException as exc:
             consumer.close()
             raise BrewError(f"cannot read the instances topic {self.topic}: {exc.args[0].str()}") from None

@@ -17,7 +17,7 @@ from service.health import FENCED, RESTORING
 from service.lease import LEASE_PARTITION, Announcement
 from service.limits import printable
 from topics.clock import utc_iso, wait_until
-from topics.kafka import KafkaConnection, end_offsets, partitions_of
+from topics.kafka import KafkaConnection, end_offsets, partitions_of, watermarks
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def read_instances(conn: KafkaConnection, topic: str, changelog: str) -> list[In
     latest: dict[bytes, tuple[Announcement, int]] = {}
     try:
         tp = TopicPartition(topic, LEASE_PARTITION)
-        low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+        low, high = watermarks(consumer, topic, LEASE_PARTITION)
         if high > low:
             consumer.assign([TopicPartition(topic, LEASE_PARTITION, max(low, high - 2000))])
 

@@ -7,6 +7,7 @@ Every client (admin, producers, consumers, Spark's source) is built from the sam
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,15 +137,38 @@ def topic_exists(conn: KafkaConnection, topic: str, timeout: float = METADATA_TI
     return info is not None and info.error is None and bool(info.partitions)
 
 
+# What a partition answers while its leader is being elected: for about a second after a
+# broker starts (every partition at once), or when leadership moves. librdkafka does not
+# mark these retriable, and a command started with the broker failed on them.
+_NO_LEADER_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+_LEADER_RETRY_S = 0.05
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int,
+               timeout: float = METADATA_TIMEOUT_S) -> tuple[int, int]:
+    """(low, high) of one partition; with isolation.level=read_committed, high is the LSO.
+
+    Every watermark query goes through here: a partition without a leader yet is asked
+    again until ``timeout``; past it, and on any other error, the ``KafkaException`` is raised.
+    """
+    tp = TopicPartition(topic, partition)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=max(left, _LEADER_RETRY_S), cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NO_LEADER_YET or left <= _LEADER_RETRY_S:
+                raise
+        time.sleep(_LEADER_RETRY_S)
+
+
 def end_offsets(
     consumer: Consumer, topic: str, partitions: list[int], timeout: float = METADATA_TIMEOUT_S
 ) -> dict[int, tuple[int, int]]:
-    """(low, high) per partition; with isolation.level=read_committed, high is the LSO."""
-    out: dict[int, tuple[int, int]] = {}
-    for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
-        out[p] = (int(low), int(high))
-    return out
+    """``watermarks`` of each partition."""
+    return {p: watermarks(consumer, topic, p, timeout) for p in partitions}
 
 
 def _reason(exc: KafkaException) -> str:

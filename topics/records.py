@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from topics.errors import BrewError
-from topics.kafka import METADATA_TIMEOUT_S, POLL_WAIT_S, KafkaConnection
+from topics.kafka import METADATA_TIMEOUT_S, POLL_WAIT_S, KafkaConnection, watermarks
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -142,8 +142,7 @@ def read_at(conn: KafkaConnection, topic: str, positions: Iterable[tuple[int, in
     try:
         for p in sorted(wanted):
             offsets = sorted(set(wanted[p]))
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S,
-                                                       cached=False)
+            low, high = watermarks(consumer, topic, p)
             todo = [o for o in offsets if low <= o < high]
             for o in offsets:
                 if not low <= o < high:
@@ -199,8 +198,7 @@ def read_from(conn: KafkaConnection, topic: str, since_ms: int | None = None,
         if meta is None or meta.error is not None:
             raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
         for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S,
-                                                       cached=False)
+            low, high = watermarks(consumer, topic, p)
             start = low
             if since_ms is not None:
                 found = consumer.offsets_for_times([TopicPartition(topic, p, since_ms)],

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from service.lease import Announcement
 from topics.catalog import Topics
-from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection
+from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +147,7 @@ class TopicFeed:
                     continue
                 starts = []
                 for p in sorted(info.partitions):
-                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                               timeout=METADATA_TIMEOUT_S, cached=False)
+                    low, high = watermarks(consumer, topic, p)
                     starts.append(TopicPartition(topic, p, max(low, high - back)))
                 consumer.incremental_assign(starts)
                 with self._lock:
