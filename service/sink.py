@@ -21,7 +21,7 @@ from restorer.commit import commit_batch
 from restorer.faults import FaultPlan
 from restorer.store import Store
 from service.limits import MAX_NAME_BYTES
-from service.start_point import batch_end_offsets, batch_start_offsets, replay_filter
+from service.start_point import batch_end_offsets, batch_start_offsets, planned_nothing, replay_filter
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
@@ -141,6 +141,15 @@ class OrderedCommitSink:
         start = (batch_start_offsets(opts.checkpoint_dir, batch_id, topic)
                  if opts is not None and opts.checkpoint_dir is not None else None)
         return replay_filter(start, applied)
+
+    def planned_nothing(self, batch_id: int, topic: str) -> bool:
+        """Spark planned this batch over no offset of ``topic`` (``planned_nothing`` in
+        service/start_point.py). Its jobs would read nothing, and still cost a cold JVM
+        about a third of a second of planning and code generation: the first batch of a
+        daemon started over an input with nothing new."""
+        opts = self.options
+        return opts is not None and opts.checkpoint_dir is not None and planned_nothing(
+            opts.checkpoint_dir, batch_id, topic)
 
     def batch_ends(self, batch_id: int, topic: str, seen: Mapping[int, int],
                    applied: Mapping[int, int]) -> dict[int, int]:

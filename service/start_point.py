@@ -78,6 +78,13 @@ def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict
         return None
 
 
+def planned_nothing(checkpoint_dir: Path, batch_id: int, topic: str) -> bool:
+    """Batch ``batch_id`` starts where it ends in every partition of ``topic``, as far as
+    the checkpoint tells; False when it cannot tell."""
+    start = batch_start_offsets(checkpoint_dir, batch_id, topic)
+    return start is not None and start == batch_end_offsets(checkpoint_dir, batch_id, topic)
+
+
 def replay_filter(start: Mapping[int, int] | None, applied: Mapping[int, int]) -> dict[int, int]:
     """Pure: the store's next offsets that a batch starting at ``start`` must be filtered
     by: none when it starts at or past them everywhere (the usual case: the filter's

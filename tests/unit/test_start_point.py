@@ -116,3 +116,22 @@ def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
     assert batch_start_offsets(root, 0, T) == {0: 1, 1: 2}
     assert batch_start_offsets(root, 1, T) == {0: 5, 1: 7}
     assert batch_start_offsets(root, 5, T) is None
+
+
+def test_a_batch_plans_nothing_only_when_it_starts_where_it_ends_everywhere(tmp_path: Path) -> None:
+    from service.start_point import planned_nothing
+
+    def offsets(**parts: int) -> str:
+        return 'v1\n{"batchWatermarkMs":0}\n' + json.dumps({T: {p[1:]: o for p, o in parts.items()}})
+
+    root = _checkpoint(tmp_path / "c", {0: offsets(p0=3, p1=0), 1: offsets(p0=3, p1=0), 2: offsets(p0=3, p1=1),
+                                        3: offsets(p0=3, p1=1, p2=0)}, [0, 1])
+    write(root / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 3, "1": 0}}))
+    assert planned_nothing(root, 0, T)  # the first batch over an input with nothing new
+    assert planned_nothing(root, 1, T)
+    assert not planned_nothing(root, 2, T)  # one partition moved
+    assert not planned_nothing(root, 3, T)  # a partition added: its records are to be read
+    assert not planned_nothing(root, 4, T)  # not planned yet
+    assert not planned_nothing(tmp_path / "none", 0, T)
+    write(root / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 1, "1": 0}}))
+    assert not planned_nothing(root, 0, T)
