@@ -144,9 +144,9 @@ class OrderedCommitSink:
 
     def planned_nothing(self, batch_id: int, topic: str) -> bool:
         """Spark planned this batch over no offset of ``topic`` (``planned_nothing`` in
-        service/start_point.py). Its jobs would read nothing, and still cost a cold JVM
-        about a third of a second of planning and code generation: the first batch of a
-        daemon started over an input with nothing new."""
+        service/start_point.py): the first batch of a daemon started over an input with
+        nothing new. Its jobs would read nothing, yet they planned, generated and compiled
+        the batch's code in a cold JVM; without them such a start ended 1.15 s sooner."""
         opts = self.options
         return opts is not None and opts.checkpoint_dir is not None and planned_nothing(
             opts.checkpoint_dir, batch_id, topic)
