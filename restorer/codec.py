@@ -38,6 +38,7 @@ LAST_BATCH_MS = "last_batch_ms"
 
 # Names of the store-local facts under the local prefix (raw byte values).
 CHANGELOG_TOPIC_ID = "changelog_topic_id"
+CHANGELOG_TOPIC = "changelog_topic"  # its name: which pipeline's state the store holds
 CHANGELOG_PARTITIONS = "changelog_partitions"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
 from restorer.codec import (
     CHANGELOG_PARTITIONS,
+    CHANGELOG_TOPIC,
     CHANGELOG_TOPIC_ID,
     Entry,
     encode_u64,
@@ -88,6 +89,7 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     # changelog's identity they were published to.
     store.commit(entries + [(position_key(p), encode_u64(o)) for p, o in positions.items()] + [
         (local_key(CHANGELOG_TOPIC_ID), shape.topic_id.encode()),
+        (local_key(CHANGELOG_TOPIC), changelog.topic.encode()),
         (local_key(CHANGELOG_PARTITIONS), str(shape.partitions).encode()),
         *local,
     ])

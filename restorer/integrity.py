@@ -1,11 +1,15 @@
 """Does the changelog still hold what the store needs? The decision made before every start
 and every restore (pure).
 
-The store records the changelog it was published to (topic id and partition count) and
-how far into each partition it has applied (its positions). Against what the changelog
-holds now (its topic id, partition count, and per partition the first offset left and
-the end), one of these follows:
+The store records the changelog it was published to (name, topic id and partition count)
+and how far into each partition it has applied (its positions). Against what the
+changelog holds now (its topic id, partition count, and per partition the first offset
+left and the end), one of these follows:
 
+- a store that holds state was published to a changelog of another name: refuse. It is
+  another pipeline's state (a state dir reused with another --topic-prefix); its input
+  offsets name other topics, so this input would be counted from its start on top of
+  the other pipeline's counts, and the other changelog's state published into this one;
 - the partition count changed: refuse. Keys would hash to other partitions than their
   history, so compaction keeps stale values and a restore would be wrong;
 - the store is empty: restore, from offset 0. If the changelog lost its oldest records
@@ -52,6 +56,7 @@ class StoreFacts:
     positions: Mapping[int, int] = field(default_factory=dict)
     topic_id: str | None = None
     partitions: int | None = None
+    topic: str | None = None  # its name (stores written before it was recorded: None)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,12 @@ def plan_start(view: ChangelogView, store: StoreFacts, accept_loss: bool = False
                loss_flag: str = "--accept-changelog-loss") -> StartPlan:
     """What to do with the changelog before the store is used; ``ChangelogRefused`` when
     nothing safe can be done without the user's say."""
+    if not store.empty and store.topic is not None and store.topic != view.topic:
+        raise ChangelogRefused(
+            f"this store was published to changelog {store.topic}, not {view.topic}: it holds another "
+            f"pipeline's state (was the state dir used with another --topic-prefix?), and this input would be "
+            f"counted on top of it. Run with the store's own topics, or give this pipeline a --state-dir of its "
+            f"own")
     if store.partitions is not None and store.partitions != view.partitions:
         raise ChangelogRefused(shape_message(view.topic, view.partitions, store.partitions))
     if store.empty:

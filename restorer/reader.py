@@ -34,6 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from restorer.codec import (
     CHANGELOG_PARTITIONS,
+    CHANGELOG_TOPIC,
     CHANGELOG_TOPIC_ID,
     U64_LEN,
     Entry,
@@ -112,8 +113,9 @@ def view_changelog(conn: KafkaConnection, topic: str, consumer: Consumer | None 
 def store_facts(store: Store) -> StoreFacts:
     """What the store recorded about its changelog."""
     topic_id, partitions = store.local(CHANGELOG_TOPIC_ID), store.local(CHANGELOG_PARTITIONS)
+    name = store.local(CHANGELOG_TOPIC)
     return StoreFacts(not store.holds_state(), _positions(store), topic_id.decode() if topic_id else None,
-                      int(partitions) if partitions else None)
+                      int(partitions) if partitions else None, name.decode() if name else None)
 
 
 def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapping[int, int] | None = None,
@@ -161,7 +163,7 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapp
         return RestoreResult(0, 0, len(partitions), time.monotonic() - started, first, reached)  # nothing new
     entries = check_entries(topic, latest, check_value)
     entries += [(position_key(p), encode_u64(e)) for p, e in reached.items() if e > positions.get(p, -1)]
-    entries += [(local_key(CHANGELOG_TOPIC_ID), view.topic_id.encode()),
+    entries += [(local_key(CHANGELOG_TOPIC_ID), view.topic_id.encode()), (local_key(CHANGELOG_TOPIC), topic.encode()),
                 (local_key(CHANGELOG_PARTITIONS), str(view.partitions).encode())]
     store.commit(entries)
     return RestoreResult(records, len(latest), len(partitions),

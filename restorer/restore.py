@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from restorer.changelog import ChangelogWriter
-from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC_ID, local_key, position_prefix
+from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC, CHANGELOG_TOPIC_ID, local_key, position_prefix
 from restorer.commit import commit_batch
 from restorer.integrity import plan_start
 from restorer.progress import RestoreProgress
@@ -57,7 +57,8 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
                                 on_progress=progress.update, check_value=check_value,
                                 built_partitions=int(built) if built else None)
         forget = [(k, None) for k, _ in store.scan(position_prefix())]
-        store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_PARTITIONS), None)])
+        store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_TOPIC), None),
+                      (local_key(CHANGELOG_PARTITIONS), None)])
         _recreate(conn, changelog, partitions, replication_factor, topic_config)
         writer = ChangelogWriter(conn, changelog, list(range(partitions)))
         writer.start()

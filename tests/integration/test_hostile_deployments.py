@@ -31,6 +31,7 @@ from tests.helpers import (
 )
 from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
+from topics.catalog import Topics
 from topics.clock import wait_until
 from topics.errors import BrewError
 
@@ -223,6 +224,24 @@ def test_a_changelog_with_more_partitions_is_refused_then_migrated(pipe: Pipelin
     assert available_now(pipe, tmp_path).returncode == 0
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
+
+
+def test_a_state_dir_of_another_pipeline_is_refused(pipe: Pipeline, tmp_path: Path) -> None:
+    """A state dir reused with another --topic-prefix holds another pipeline's counts and
+    input offsets: counting this input on top of them would mix the two."""
+    first = make_orders(200, seed=62)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert available_now(pipe, tmp_path).returncode == 0
+    other = Pipeline(pipe.conn, Topics("other-" + pipe.topics.prefix))
+    create_topics(pipe.conn, 3, 1, other.topics)
+    produce(other.conn, other.topics.orders, (order_bytes(o) for o in make_orders(100, seed=63)))
+    refused = available_now(other, tmp_path, timeout=180)
+    assert_one_line_error(refused, f"published to changelog {pipe.topics.changelog}, not {other.topics.changelog}",
+                          "--topic-prefix", "--state-dir")
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first)
+    assert read_topic(other.conn, other.topics.changelog) == []
+    standby = other.brew(*run_args(tmp_path, "--standby"), timeout=180)
+    assert_one_line_error(standby, f"published to changelog {pipe.topics.changelog}")
 
 
 def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipeline, tmp_path: Path) -> None:

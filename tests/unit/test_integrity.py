@@ -58,28 +58,44 @@ def test_a_changed_partition_count_is_refused_whatever_else() -> None:
         plan_start(view({p: 0 for p in range(6)}, {p: 1 for p in range(6)}, partitions=6), facts, True)
 
 
+def test_a_store_of_another_changelog_is_refused() -> None:
+    facts = StoreFacts(False, {0: 10, 1: 10, 2: 10}, "A", 3, "other.brew.drink-count-changelog")
+    with pytest.raises(ChangelogRefused, match=rf"published to changelog other\.brew\.drink-count-changelog, not {T}"):
+        plan_start(view({0: 0, 1: 0, 2: 0}, {0: 50, 1: 50, 2: 50}, "B"), facts, True)
+    # Its own name, or none recorded (a store written before names were), decides as before.
+    for name in (T, None):
+        same = StoreFacts(False, {0: 10, 1: 10, 2: 10}, "A", 3, name)
+        assert plan_start(view({0: 0, 1: 0, 2: 0}, {0: 50, 1: 50, 2: 50}, "B"), same).action == REPUBLISH
+    # An empty store holds nothing to mix: it is restored from this changelog.
+    empty = StoreFacts(True, {}, None, None, "other.brew.drink-count-changelog")
+    assert plan_start(view({0: 0, 1: 0, 2: 0}, {0: 5, 1: 5, 2: 5}), empty).action == RESTORE
+
+
 offsets = st.dictionaries(st.integers(0, 5), st.integers(0, 50), max_size=6)
 
 
 @settings(max_examples=500, deadline=None)
 @given(low=offsets, span=offsets, positions=offsets, empty=st.booleans(), recorded_id=st.sampled_from([None, "A", "B"]),
-       built=st.sampled_from([None, 3, 6]), accept=st.booleans())
+       built=st.sampled_from([None, 3, 6]), accept=st.booleans(), name=st.sampled_from([None, T, "other"]))
 def test_the_decision_is_total_and_safe(low: dict[int, int], span: dict[int, int], positions: dict[int, int],
                                         empty: bool, recorded_id: str | None, built: int | None,
-                                        accept: bool) -> None:
+                                        accept: bool, name: str | None) -> None:
     parts = sorted(set(low) | set(span))
     lows = {p: low.get(p, 0) for p in parts}
     ends = {p: lows[p] + span.get(p, 0) for p in parts}
-    facts = StoreFacts(empty, {} if empty else positions, recorded_id, built)
+    facts = StoreFacts(empty, {} if empty else positions, recorded_id, built, name)
     v = view(lows, ends, "A", 3)
+    foreign = not empty and name == "other"
     try:
         plan = plan_start(v, facts, accept)
     except ChangelogRefused as exc:
-        # Refused only for a changed shape, or for lost records without the user's say.
+        # Refused only for another pipeline's store, a changed shape, or lost records
+        # without the user's say.
         lost = any(lo > 0 for lo in lows.values()) if empty else any(
             lows[p] > positions.get(p, 0) for p in parts)
-        assert (built not in (None, 3)) or (lost and not accept), str(exc)
+        assert foreign or (built not in (None, 3)) or (lost and not accept), str(exc)
         return
+    assert not foreign  # another pipeline's store is never used, whatever the user accepts
     assert built in (None, 3)
     if empty:
         assert plan.action == RESTORE
