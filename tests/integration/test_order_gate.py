@@ -151,6 +151,32 @@ def test_the_totals_add_up_the_gate_however_split(spark: Any, values: list[bytes
     assert summed.getUnclean() == sum(c is None for c in verdicts_)
 
 
+# Names the gate takes as they are (printable ASCII without a quote or a backslash), many
+# of them alike: the same length and first bytes, so that probing meets near-misses.
+_plain_names = st.text("abc", min_size=1, max_size=6) | st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'), min_size=1, max_size=12)
+
+
+@settings(PROPERTY, max_examples=60)
+@given(orders=st.lists(st.lists(st.tuples(_plain_names, st.integers(1, 2**31 - 1)), min_size=1, max_size=4),
+                       max_size=300))
+def test_the_totals_keep_many_drinks_apart(spark: Any, orders: list[list[tuple[str, int]]]) -> None:
+    """Hundreds of names, many sharing a hash slot, across the table's growth: each drink
+    gets exactly the sum of its own quantities."""
+    totals = spark.sparkContext._jvm.brewstream.GateTotals(MAX_NAME_BYTES)
+    part = totals.zero()
+    expected: dict[str, int] = {}
+    for k, items in enumerate(orders):
+        raw = orjson.dumps({"order_id": f"o{k}", "shop_id": "s", "items": [{"drink": d, "quantity": q}
+                                                                          for d, q in items]})
+        part = totals.reduce(part, bytearray(raw))
+        for drink, qty in items:
+            expected[drink] = expected.get(drink, 0) + qty
+    summed = totals.finish(part)
+    assert {str(k): int(v) for k, v in summed.getCounts().items()} == expected
+    assert summed.getOrders() == len(orders) and summed.getUnclean() == 0
+
+
 def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any) -> None:
     """Clean orders, orders only Python can count, and every kind of bad order, shuffled
     over three partitions: the gate and the Python workers together count what the

@@ -17,7 +17,10 @@
  */
 package brewstream;
 
+import java.io.IOException;
+import java.io.ObjectOutputStream;
 import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.Encoder;
@@ -40,19 +43,37 @@ public final class GateTotals extends Aggregator<byte[], GateTotals.Totals, Gate
     }
 
     /** What a group adds up to; also the result, as struct<counts: map<string,bigint>,
-     *  orders: bigint, unclean: bigint> (a bean: Spark maps it by its getters). */
+     *  orders: bigint, unclean: bigint> (a bean: Spark maps it by its getters).
+     *
+     *  While a task adds orders, the sums per drink run in a table keyed by the name's bytes
+     *  (Drinks), so an order costs no String, no boxed Long and no map entry; they are
+     *  folded into counts whenever anything reads or serializes the totals. */
     public static final class Totals implements Serializable {
         private static final long serialVersionUID = 1L;
         private Map<String, Long> counts = new HashMap<>();
         private long orders;
         private long unclean;
+        private transient Drinks running;
+        private transient OrderGate.Scan scan;
 
-        public Map<String, Long> getCounts() { return counts; }
+        public Map<String, Long> getCounts() { fold(); return counts; }
         public void setCounts(Map<String, Long> counts) { this.counts = counts; }
         public long getOrders() { return orders; }
         public void setOrders(long orders) { this.orders = orders; }
         public long getUnclean() { return unclean; }
         public void setUnclean(long unclean) { this.unclean = unclean; }
+
+        void fold() {
+            if (running != null) {
+                running.foldInto(counts);
+                running = null;
+            }
+        }
+
+        private void writeObject(ObjectOutputStream out) throws IOException {
+            fold();
+            out.defaultWriteObject();
+        }
     }
 
     @Override
@@ -60,18 +81,28 @@ public final class GateTotals extends Aggregator<byte[], GateTotals.Totals, Gate
 
     @Override
     public Totals reduce(Totals totals, byte[] value) {
-        Map<String, Long> order = value == null ? null : OrderGate.gate(value, maxNameBytes);
-        if (order == null) {
+        if (value == null) {
+            totals.unclean++;
+            return totals;
+        }
+        if (totals.scan == null) totals.scan = new OrderGate.Scan(maxNameBytes);
+        OrderGate.Scan scan = totals.scan;
+        if (!scan.clean(value)) {
             totals.unclean++;
             return totals;
         }
         totals.orders++;
-        for (Map.Entry<String, Long> item : order.entrySet()) totals.counts.merge(item.getKey(), item.getValue(), Long::sum);
+        if (totals.running == null) totals.running = new Drinks();
+        for (int k = 0; k < scan.items; k++) {
+            totals.running.add(value, scan.drinkStart[k], scan.drinkLength[k], scan.quantity[k]);
+        }
         return totals;
     }
 
     @Override
     public Totals merge(Totals a, Totals b) {
+        a.fold();
+        b.fold();
         a.orders += b.orders;
         a.unclean += b.unclean;
         for (Map.Entry<String, Long> item : b.counts.entrySet()) a.counts.merge(item.getKey(), item.getValue(), Long::sum);
@@ -79,7 +110,10 @@ public final class GateTotals extends Aggregator<byte[], GateTotals.Totals, Gate
     }
 
     @Override
-    public Totals finish(Totals totals) { return totals; }
+    public Totals finish(Totals totals) {
+        totals.fold();
+        return totals;
+    }
 
     // Spark serializes a buffer only between a task and the final merge: one per task.
     @Override
@@ -87,4 +121,56 @@ public final class GateTotals extends Aggregator<byte[], GateTotals.Totals, Gate
 
     @Override
     public Encoder<Totals> outputEncoder() { return Encoders.bean(Totals.class); }
+
+    /** Sums per drink name, found by the name's bytes in the value (open addressing). A
+     *  name's String is made once, the first time the table meets it. */
+    static final class Drinks {
+        private byte[][] names = new byte[32][];
+        private long[] sums = new long[32];
+        private int size;
+
+        void add(byte[] value, int start, int length, long qty) {
+            int mask = names.length - 1;
+            int slot = hash(value, start, length) & mask;
+            while (true) {
+                byte[] name = names[slot];
+                if (name == null) {
+                    names[slot] = java.util.Arrays.copyOfRange(value, start, start + length);
+                    sums[slot] = qty;
+                    if (++size * 2 > names.length) grow();
+                    return;
+                }
+                if (name.length == length && java.util.Arrays.equals(name, 0, length, value, start, start + length)) {
+                    sums[slot] += qty;
+                    return;
+                }
+                slot = (slot + 1) & mask;
+            }
+        }
+
+        void foldInto(Map<String, Long> counts) {
+            for (int k = 0; k < names.length; k++) {
+                if (names[k] != null) {
+                    counts.merge(new String(names[k], StandardCharsets.ISO_8859_1), sums[k], Long::sum);
+                }
+            }
+        }
+
+        private void grow() {
+            byte[][] oldNames = names;
+            long[] oldSums = sums;
+            names = new byte[oldNames.length * 2][];
+            sums = new long[oldNames.length * 2];
+            size = 0;
+            for (int k = 0; k < oldNames.length; k++) {
+                if (oldNames[k] != null) add(oldNames[k], 0, oldNames[k].length, oldSums[k]);
+            }
+        }
+
+        private static int hash(byte[] b, int start, int length) {
+            int h = 1;
+            for (int k = start; k < start + length; k++) h = 31 * h + b[k];
+            return h ^ (h >>> 16);
+        }
+    }
 }

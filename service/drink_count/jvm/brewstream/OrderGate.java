@@ -23,12 +23,15 @@
  */
 package brewstream;
 
+import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.api.java.UDF2;
 
 public final class OrderGate implements UDF2<byte[], Integer, Map<String, Long>> {
     private static final long MAX_QUANTITY = 2147483647L;
+    private static final byte[] ORDER_ID = ascii("order_id"), SHOP_ID = ascii("shop_id"), ITEMS = ascii("items"),
+            DRINK = ascii("drink"), QUANTITY = ascii("quantity");
 
     /** As Spark calls it: brew_order_gate(value, maxNameBytes). */
     @Override
@@ -37,12 +40,14 @@ public final class OrderGate implements UDF2<byte[], Integer, Map<String, Long>>
     }
 
     public static Map<String, Long> gate(byte[] b, int maxName) {
-        try {
-            return new Scan(b, maxName).order();
-        } catch (Reject r) {
-            return null;
-        }
+        Scan scan = new Scan(maxName);
+        if (!scan.clean(b)) return null;
+        Map<String, Long> counts = new HashMap<>(4);
+        for (int k = 0; k < scan.items; k++) counts.merge(scan.drink(k), scan.quantity[k], Long::sum);
+        return counts;
     }
+
+    private static byte[] ascii(String s) { return s.getBytes(StandardCharsets.US_ASCII); }
 
     /** Anything the gate cannot prove clean; one instance without a stack trace, so a
      *  refusal costs no allocation. */
@@ -51,62 +56,118 @@ public final class OrderGate implements UDF2<byte[], Integer, Map<String, Long>>
         private Reject() { super(null, null, false, false); }
     }
 
-    private static final class Scan {
-        private final byte[] b;
+    /**
+     * One scanner, reused order after order (GateTotals keeps one per task's group): it
+     * creates no object per order. Keys are compared as bytes, ids are only checked, and a
+     * clean order's items are left as (where its drink name is in the value, its quantity),
+     * for the caller to count; they are whole only once clean() returned true, so nothing of
+     * an order that turns out unclean is ever counted.
+     */
+    static final class Scan {
         private final int maxName;
+        private byte[] b;
         private int i;
+        int items;
+        int[] drinkStart = new int[4];
+        int[] drinkLength = new int[4];
+        long[] quantity = new long[4];
 
-        Scan(byte[] b, int maxName) { this.b = b; this.maxName = maxName; }
+        Scan(int maxName) { this.maxName = maxName; }
 
-        Map<String, Long> order() throws Reject {
-            boolean orderId = false, shopId = false;
-            Map<String, Long> counts = null;
+        /** Whether value is a clean order; if so, its items are in items, drinkStart, ... */
+        boolean clean(byte[] value) {
+            b = value;
+            i = 0;
+            items = 0;
+            try {
+                order();
+                return true;
+            } catch (Reject r) {
+                return false;
+            }
+        }
+
+        byte[] value() { return b; }
+
+        String drink(int k) { return new String(b, drinkStart[k], drinkLength[k], StandardCharsets.ISO_8859_1); }
+
+        private void order() throws Reject {
+            boolean orderId = false, shopId = false, items = false;
             ws(); expect('{');
             do {
                 ws();
-                String key = string(0, Integer.MAX_VALUE);
+                int key = string(0, Integer.MAX_VALUE);
+                int keyLength = i - 1 - key;
                 ws(); expect(':'); ws();
-                switch (key) {
-                    case "order_id": if (orderId) throw Reject.INSTANCE; orderId = true; string(0, Integer.MAX_VALUE); break;
-                    case "shop_id": if (shopId) throw Reject.INSTANCE; shopId = true; string(0, Integer.MAX_VALUE); break;
-                    case "items": if (counts != null) throw Reject.INSTANCE; counts = items(); break;
-                    default: throw Reject.INSTANCE;
+                if (is(key, keyLength, ORDER_ID)) {
+                    if (orderId) throw Reject.INSTANCE;
+                    orderId = true;
+                    string(0, Integer.MAX_VALUE);
+                } else if (is(key, keyLength, SHOP_ID)) {
+                    if (shopId) throw Reject.INSTANCE;
+                    shopId = true;
+                    string(0, Integer.MAX_VALUE);
+                } else if (is(key, keyLength, ITEMS)) {
+                    if (items) throw Reject.INSTANCE;
+                    items = true;
+                    items();
+                } else {
+                    throw Reject.INSTANCE;
                 }
                 ws();
             } while (next() == ',');
             if (b[i - 1] != '}') throw Reject.INSTANCE;
             ws();
-            if (i != b.length || !orderId || !shopId || counts == null) throw Reject.INSTANCE;
-            return counts;
+            if (i != b.length || !orderId || !shopId || !items) throw Reject.INSTANCE;
         }
 
-        private Map<String, Long> items() throws Reject {
-            Map<String, Long> counts = new HashMap<>(4);
+        private void items() throws Reject {
             expect('['); ws();
             do {
                 ws();
-                String drink = null;
+                int drink = -1, drinkLength = 0;
                 long qty = -1;
                 expect('{');
                 do {
                     ws();
-                    String key = string(0, Integer.MAX_VALUE);
+                    int key = string(0, Integer.MAX_VALUE);
+                    int keyLength = i - 1 - key;
                     ws(); expect(':'); ws();
-                    if (key.equals("drink") && drink == null) drink = string(1, maxName);
-                    else if (key.equals("quantity") && qty < 0) qty = quantity();
-                    else throw Reject.INSTANCE;
+                    if (is(key, keyLength, DRINK) && drink < 0) {
+                        drink = string(1, maxName);
+                        drinkLength = i - 1 - drink;
+                    } else if (is(key, keyLength, QUANTITY) && qty < 0) {
+                        qty = quantity();
+                    } else {
+                        throw Reject.INSTANCE;
+                    }
                     ws();
                 } while (next() == ',');
-                if (b[i - 1] != '}' || drink == null || qty < 0) throw Reject.INSTANCE;
-                counts.merge(drink, qty, Long::sum);
+                if (b[i - 1] != '}' || drink < 0 || qty < 0) throw Reject.INSTANCE;
+                add(drink, drinkLength, qty);
                 ws();
             } while (next() == ',');
             if (b[i - 1] != ']') throw Reject.INSTANCE;
-            return counts;
         }
 
-        /** A string of printable ASCII without escapes, of min..max characters. */
-        private String string(int min, int max) throws Reject {
+        private void add(int drink, int length, long qty) {
+            if (items == quantity.length) {
+                drinkStart = java.util.Arrays.copyOf(drinkStart, items * 2);
+                drinkLength = java.util.Arrays.copyOf(drinkLength, items * 2);
+                quantity = java.util.Arrays.copyOf(quantity, items * 2);
+            }
+            drinkStart[items] = drink;
+            drinkLength[items] = length;
+            quantity[items++] = qty;
+        }
+
+        private boolean is(int start, int length, byte[] key) {
+            return length == key.length && java.util.Arrays.equals(b, start, start + length, key, 0, length);
+        }
+
+        /** A string of printable ASCII without escapes, of min..max characters: where its
+         *  characters start (they end before the closing quote, at i - 1). */
+        private int string(int min, int max) throws Reject {
             expect('"');
             int start = i;
             while (true) {
@@ -119,7 +180,7 @@ public final class OrderGate implements UDF2<byte[], Integer, Map<String, Long>>
             int n = i - start;
             i++;
             if (n < min || n > max) throw Reject.INSTANCE;
-            return new String(b, start, n, java.nio.charset.StandardCharsets.ISO_8859_1);
+            return start;
         }
 
         /** 1 .. 2^31-1, digits only, no leading zero. */
