@@ -78,20 +78,45 @@ def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict
         return None
 
 
-def planned_nothing(checkpoint_dir: Path, batch_id: int, topic: str) -> bool:
-    """Batch ``batch_id`` starts where it ends in every partition of ``topic``, as far as
-    the checkpoint tells; False when it cannot tell."""
-    start = batch_start_offsets(checkpoint_dir, batch_id, topic)
-    return start is not None and start == batch_end_offsets(checkpoint_dir, batch_id, topic)
+@dataclass(frozen=True)
+class PlannedBatch:
+    """What Spark logged for a batch of one topic before running it: where it starts and
+    where it ends, per partition; None where the checkpoint cannot tell."""
+
+    start: dict[int, int] | None = None
+    end: dict[int, int] | None = None
+
+    @property
+    def reads_nothing(self) -> bool:
+        """It starts where it ends in every partition: the first batch of a daemon started
+        over an input with nothing new. False when the checkpoint cannot tell."""
+        return self.start is not None and self.start == self.end
+
+    def replay_filter(self, applied: Mapping[int, int]) -> dict[int, int]:
+        """The store's next offsets that the batch's rows must be filtered by: none when it
+        starts at or past them everywhere (the usual case: the filter's literals would
+        otherwise make Spark generate and compile new code for every batch)."""
+        if self.start is None:
+            return dict(applied)
+        return {p: o for p, o in applied.items() if self.start.get(p, 0) < o}
+
+    def ends(self, seen: Mapping[int, int], applied: Mapping[int, int]) -> dict[int, int]:
+        """The next offsets the batch brings each partition to, where it moves them past
+        ``applied``: the highest of the rows ``seen`` and of the planned end. The planned
+        end can lie beyond the last row (transaction markers, aborted records); recording
+        it keeps the store's offsets equal to Spark's."""
+        planned = self.end or {}
+        moved = {p: max(seen.get(p, 0), planned.get(p, 0)) for p in {*seen, *planned}}
+        return {p: o for p, o in moved.items() if o > applied.get(p, -1)}
 
 
-def replay_filter(start: Mapping[int, int] | None, applied: Mapping[int, int]) -> dict[int, int]:
-    """Pure: the store's next offsets that a batch starting at ``start`` must be filtered
-    by: none when it starts at or past them everywhere (the usual case: the filter's
-    literals would otherwise make Spark generate and compile new code for every batch)."""
-    if start is None:
-        return dict(applied)
-    return {p: o for p, o in applied.items() if start.get(p, 0) < o}
+def planned_batch(checkpoint_dir: Path | None, batch_id: int, topic: str) -> PlannedBatch:
+    """Batch ``batch_id``'s offsets as Spark logged them in ``checkpoint_dir`` (two small
+    files, read once a batch)."""
+    if checkpoint_dir is None:
+        return PlannedBatch()
+    return PlannedBatch(batch_start_offsets(checkpoint_dir, batch_id, topic),
+                        batch_end_offsets(checkpoint_dir, batch_id, topic))
 
 
 def _log_text(path: Path) -> str:

@@ -63,12 +63,12 @@ class DrinkCountSink(OrderedCommitSink):
         opts = self.options or SinkOptions(KafkaConnection())
         # 1. + 2. Count only what the store has not applied yet.
         applied = self.store.next_offsets(self.input_topic)
-        if self.planned_nothing(batch_id, self.input_topic):
+        planned = self.planned(batch_id, self.input_topic)
+        if planned.reads_nothing:
             agg = BatchAggregate()  # its offsets, if new to the store, are still recorded below
         else:
-            agg = aggregate_batch(df, self.replay_filter(batch_id, self.input_topic, applied), opts.max_name_bytes,
-                                  opts.dlq_record_bytes)
-        agg.next_offsets = self.batch_ends(batch_id, self.input_topic, agg.next_offsets, applied)
+            agg = aggregate_batch(df, planned.replay_filter(applied), opts.max_name_bytes, opts.dlq_record_bytes)
+        agg.next_offsets = planned.ends(agg.next_offsets, applied)
         if agg.is_empty:
             return
         aggregate_s = time.monotonic() - t0

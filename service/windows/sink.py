@@ -99,10 +99,10 @@ class WindowsSink(OrderedCommitSink):
         wm_start = watermark_at(state, now, self.cfg)
         # 1. + 2. Only what the store has not applied, judged against the batch-start watermark.
         applied = state.reserved.next_offsets(self.topics.events)
-        below = self.replay_filter(batch_id, self.topics.events, applied)
-        batch = aggregate_events(df, below, self.cfg.spec, wm_start, self.cfg.table_ns, self.opts.max_name_bytes,
-                                 self.opts.dlq_record_bytes)
-        batch.next_offsets = self.batch_ends(batch_id, self.topics.events, batch.next_offsets, applied)
+        planned = self.planned(batch_id, self.topics.events)
+        batch = aggregate_events(df, planned.replay_filter(applied), self.cfg.spec, wm_start, self.cfg.table_ns,
+                                 self.opts.max_name_bytes, self.opts.dlq_record_bytes)
+        batch.next_offsets = planned.ends(batch.next_offsets, applied)
         if batch.is_empty:
             return
         # 3. The pure step: fold, advance the watermark, close.

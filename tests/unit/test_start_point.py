@@ -1,6 +1,9 @@
 import json
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from service.start_point import EARLIEST, checkpoint_resume_offsets, choose_start
 
 T = "brew.orders.v1"
@@ -99,12 +102,27 @@ def test_input_gaps_name_lost_and_reset_partitions() -> None:
 
 
 def test_the_replay_filter_is_needed_only_below_the_store() -> None:
-    from service.start_point import replay_filter
+    from service.start_point import PlannedBatch
 
-    assert replay_filter({0: 10, 1: 5}, {0: 10, 1: 5}) == {}
-    assert replay_filter({0: 8, 1: 5}, {0: 10, 1: 5}) == {0: 10}
-    assert replay_filter(None, {0: 10}) == {0: 10}  # unknown start: always filter
-    assert replay_filter({}, {2: 1}) == {2: 1}
+    assert PlannedBatch({0: 10, 1: 5}).replay_filter({0: 10, 1: 5}) == {}
+    assert PlannedBatch({0: 8, 1: 5}).replay_filter({0: 10, 1: 5}) == {0: 10}
+    assert PlannedBatch(None).replay_filter({0: 10}) == {0: 10}  # unknown start: always filter
+    assert PlannedBatch({}).replay_filter({2: 1}) == {2: 1}
+
+
+_offsets = st.dictionaries(st.integers(0, 4), st.integers(0, 30), max_size=5)
+
+
+@given(seen=_offsets, end=st.none() | _offsets, applied=_offsets)
+def test_a_batch_ends_at_the_furthest_of_its_rows_and_its_plan(seen: dict[int, int], end: dict[int, int] | None,
+                                                               applied: dict[int, int]) -> None:
+    from service.start_point import PlannedBatch
+
+    ends = PlannedBatch(None, end).ends(seen, applied)
+    for p in {*seen, *(end or {})}:
+        furthest = max(seen.get(p, 0), (end or {}).get(p, 0))
+        assert ends.get(p) == (furthest if furthest > applied.get(p, -1) else None)
+    assert set(ends) <= {*seen, *(end or {})}
 
 
 def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
@@ -119,7 +137,10 @@ def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
 
 
 def test_a_batch_plans_nothing_only_when_it_starts_where_it_ends_everywhere(tmp_path: Path) -> None:
-    from service.start_point import planned_nothing
+    from service.start_point import planned_batch
+
+    def planned_nothing(root: Path, batch_id: int, topic: str) -> bool:
+        return planned_batch(root, batch_id, topic).reads_nothing
 
     def offsets(**parts: int) -> str:
         return 'v1\n{"batchWatermarkMs":0}\n' + json.dumps({T: {p[1:]: o for p, o in parts.items()}})
@@ -133,5 +154,6 @@ def test_a_batch_plans_nothing_only_when_it_starts_where_it_ends_everywhere(tmp_
     assert not planned_nothing(root, 3, T)  # a partition added: its records are to be read
     assert not planned_nothing(root, 4, T)  # not planned yet
     assert not planned_nothing(tmp_path / "none", 0, T)
+    assert not planned_batch(None, 0, T).reads_nothing  # no checkpoint dir
     write(root / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 1, "1": 0}}))
     assert not planned_nothing(root, 0, T)
