@@ -128,6 +128,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         _writing = archive
     spark.sparkContext.setLogLevel("WARN")
     _quiet_when_the_jvm_hangs_up(spark.sparkContext)
+    _report_uncaught_in_the_jvm(spark)
     if not local:
         spark.sparkContext.addPyFile(str(code_zip()))
     return spark
@@ -161,6 +162,16 @@ def _quiet_when_the_jvm_hangs_up(sc: Any) -> None:
         report(request, client_address)
 
     server.handle_error = handle_error
+
+
+def _report_uncaught_in_the_jvm(spark: SparkSession) -> None:
+    """The driver JVM logs an exception that ends one of its threads in one line, or only
+    in Spark's log file when it is the stop itself (``JvmUncaught``, service/jvm/), instead
+    of a stack trace on stderr: a SIGTERM to the process group ends the query's thread
+    that way."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic session, which brewstream always builds
+    jvm.brewstream.JvmUncaught.install()
 
 
 def jvm_process() -> subprocess.Popen[bytes] | None:

@@ -91,6 +91,21 @@ def test_a_sigterm_to_the_process_group_stops_without_a_traceback(pipe: Pipeline
     assert "role: stopped" in text, text[-3000:]
     assert "Traceback" not in text and "Exception" not in text, text[-3000:]
 
+def test_a_jvm_thread_ended_by_the_stop_is_told_apart(spark: Any) -> None:
+    """What the test above can meet (the query's thread ends on "RpcEnv already stopped"
+    when the JVM's shutdown hook stopped Spark under it), made to happen: that end is the
+    stop, logged to Spark's file only; any other end of a thread is a one-line warning."""
+    jvm = spark.sparkContext._jvm
+    uncaught = jvm.brewstream.JvmUncaught
+    handler = jvm.java.lang.Thread.getDefaultUncaughtExceptionHandler()
+    assert handler is not None and "JvmUncaught" in handler.getClass().getName()
+    rpc_stopped = jvm.org.apache.spark.rpc.RpcEnvStoppedException()
+    assert uncaught.endedByAStop(jvm.org.apache.spark.SparkException("Exception thrown in awaitResult: ", rpc_stopped))
+    assert uncaught.endedByAStop(rpc_stopped)
+    assert not uncaught.endedByAStop(jvm.java.lang.IllegalStateException("RpcEnv already stopped."))
+    assert not uncaught.endedByAStop(jvm.org.apache.spark.SparkException("a task failed"))
+
+
 
 def test_status_is_a_health_check(pipe: Pipeline, spark: Any, tmp_path: Path) -> None:
     state = tmp_path / "s"
