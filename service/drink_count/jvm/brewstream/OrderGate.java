@@ -87,8 +87,6 @@ public final class OrderGate implements UDF2<byte[], Integer, Map<String, Long>>
             }
         }
 
-        byte[] value() { return b; }
-
         String drink(int k) { return new String(b, drinkStart[k], drinkLength[k], StandardCharsets.ISO_8859_1); }
 
         private void order() throws Reject {
