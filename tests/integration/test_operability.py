@@ -104,6 +104,11 @@ def test_a_jvm_thread_ended_by_the_stop_is_told_apart(spark: Any) -> None:
     assert uncaught.endedByAStop(rpc_stopped)
     assert not uncaught.endedByAStop(jvm.java.lang.IllegalStateException("RpcEnv already stopped."))
     assert not uncaught.endedByAStop(jvm.org.apache.spark.SparkException("a task failed"))
+    # Two exceptions that name each other as their cause: an answer, not a loop.
+    first, second = jvm.java.lang.RuntimeException("first"), jvm.java.lang.RuntimeException("second")
+    first.initCause(second)
+    second.initCause(first)
+    assert not uncaught.endedByAStop(first)
 
 
 

@@ -11,6 +11,9 @@
  */
 package brewstream;
 
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -34,11 +37,12 @@ public final class JvmUncaught {
         }
     }
 
-    /** Whether Spark's RPC had already stopped: the cause, somewhere down the chain. */
+    /** Whether Spark's RPC had already stopped: the cause, somewhere down the chain. Each
+     *  cause is looked at once: two exceptions can name each other as their cause. */
     public static boolean endedByAStop(Throwable error) {
-        for (Throwable cause = error; cause != null; cause = cause.getCause()) {
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable cause = error; cause != null && seen.add(cause); cause = cause.getCause()) {
             if (cause.getClass().getName().equals(RPC_STOPPED)) return true;
-            if (cause.getCause() == cause) break;
         }
         return false;
     }
