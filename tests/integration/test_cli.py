@@ -85,17 +85,36 @@ def _catches(pid: int, sig: int) -> bool:
     return False
 
 
+def _waits_on_kafka(pid: int) -> bool:
+    """Whether the process has started a Kafka client (librdkafka names its threads rdk:…)."""
+    return any(t.joinpath("comm").read_text().startswith("rdk:") for t in Path(f"/proc/{pid}/task").iterdir())
+
+
+def _state(pid: int) -> str:
+    """The one-letter state of /proc/PID/status: T stopped, Z exited but not reaped."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("State:"))
+    return line.split()[1]
+
+
 @pytest.mark.parametrize("args", [["run"], ["restore"]])
 def test_sigterm_before_the_daemon_listens_is_one_line(args: list[str], tmp_path: Path) -> None:
     """SIGTERM while a command starts (here: still waiting for a broker that never
     answers) unwinds it with one line and 128 + 15, where Python's default would end
-    the process by the signal, skipping every clean-up."""
+    the process by the signal, skipping every clean-up.
+
+    The wait for the broker gives up after seconds, so the process is frozen (SIGSTOP)
+    while the SIGTERM is sent: a slow test cannot let it give up first."""
     proc = subprocess.Popen([BREW, *args, "--state-dir", str(tmp_path / "s"), "--bootstrap", "127.0.0.1:1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: _catches(proc.pid, signal.SIGTERM), 30, "a SIGTERM handler in brewstream",
+        wait_until(lambda: _catches(proc.pid, signal.SIGTERM) and _waits_on_kafka(proc.pid), 30,
+                   "brewstream waiting on Kafka with a SIGTERM handler",
                    give_up=lambda: f"exited {proc.returncode}" if proc.poll() is not None else None)
+        proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _state(proc.pid) in "TZ", 10, "the process to stop")
+        assert _state(proc.pid) == "T", "brewstream gave up on Kafka before it could be stopped"
         proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
