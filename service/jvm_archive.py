@@ -35,6 +35,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,14 +118,22 @@ def shares_classes(java_options: str) -> bool:
     return any(_SHARING.fullmatch(option) for option in java_options.split())
 
 
-def plan(jars: list[Path], write: bool) -> Plan:
+def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = ()) -> Plan:
     """Map the archive if there is a whole one; else, with ``write``, have this JVM write it.
+    ``class_path``: the JVM's class path beyond Spark's jars (``spark_conf.driver_class_path``).
 
     Never raises: without a usable cache the JVM starts as it would without this module."""
     try:
         folder = cache_dir()
         # The paths go into Java options, split at blanks, and into -Xlog, split at ':'.
         if folder is None or not SAFE_PATH.fullmatch(str(folder)):
+            return Plan()
+        if (blocker := next((p for p in class_path if _holds_files(p)), None)) is not None:
+            # Java's class sharing takes no class path with a folder that holds files: the
+            # JVM neither maps an archive then nor writes one, and an attempt to write costs
+            # every stop about a second and 10 CPU-s (BENCHMARKS.md).
+            log.info("no class archive for Spark's JVM: its class path holds the folder %s, which Java's "
+                     "class sharing cannot archive (start-up takes a few seconds more)", blocker)
             return Plan()
         folder.mkdir(parents=True, exist_ok=True)
         base = folder / f"spark-driver-{_key(jars)}"
@@ -155,6 +164,14 @@ def plan(jars: list[Path], write: bool) -> Plan:
     except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to find
         log.debug("no class archive for Spark's JVM: %s", exc)
         return Plan()
+
+
+def _holds_files(path: Path) -> bool:
+    """A folder with anything in it (the JVM's check: ``ClassLoader::check_shared_classpath``)."""
+    try:
+        return path.is_dir() and any(path.iterdir())
+    except OSError:
+        return False
 
 
 def _key(jars: list[Path]) -> str:

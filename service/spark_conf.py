@@ -49,6 +49,8 @@ EXECUTOR_JAVA_KEY = "spark.executor.defaultJavaOptions"
 _COLLECTOR = re.compile(r"-XX:\+Use\w*GC")
 # The executors' Python (see ``executor_python``).
 PYTHON_KEY = "spark.pyspark.python"
+# The drivers own class path entries (``driver_class_path``).
+DRIVER_CLASS_PATH_KEYS = ("spark.driver.defaultExtraClassPath", "spark.driver.extraClassPath")
 MASTER_KEY = "spark.master"
 LOCAL_MASTER = "local[*]"
 _LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$")
@@ -74,17 +76,33 @@ def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def defaults_file(env: Mapping[str, str] | None = None) -> Path | None:
-    """The spark-defaults.conf spark-submit would read for this process, if there is one."""
+def conf_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The folder spark-submit takes its configuration from (it need not exist)."""
     env = os.environ if env is None else env
     if env.get("SPARK_CONF_DIR"):
-        folder = Path(env["SPARK_CONF_DIR"])
-    elif env.get("SPARK_HOME"):
-        folder = Path(env["SPARK_HOME"]) / "conf"
-    else:
-        folder = _pyspark_home() / "conf"
-    path = folder / "spark-defaults.conf"
+        return Path(env["SPARK_CONF_DIR"])
+    if env.get("SPARK_HOME"):
+        return Path(env["SPARK_HOME"]) / "conf"
+    return _pyspark_home() / "conf"
+
+
+def defaults_file(env: Mapping[str, str] | None = None) -> Path | None:
+    """The spark-defaults.conf spark-submit would read for this process, if there is one."""
+    path = conf_dir(env) / "spark-defaults.conf"
     return path if path.is_file() else None
+
+
+def driver_class_path(settings: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[Path]:
+    """The driver JVM's class path as Spark's launcher builds it
+    (``AbstractCommandBuilder.buildClassPath``), less Spark's own jars: the driver's
+    (default) extra class path, the configuration folder, ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR`` and
+    ``SPARK_DIST_CLASSPATH``. Entries ending in ``*`` (the jars in a folder) are left out."""
+    env = os.environ if env is None else env
+    entries = [e for key in DRIVER_CLASS_PATH_KEYS for e in settings.get(key, "").split(os.pathsep)]
+    entries.append(str(conf_dir(env)))
+    for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
+        entries += env.get(name, "").split(os.pathsep)
+    return [Path(e) for e in entries if e.strip() and not e.endswith("*")]
 
 
 def read_defaults(path: Path | None) -> dict[str, str]:

@@ -25,6 +25,7 @@ from service.spark_conf import (
     EXECUTOR_JAVA_KEY,
     MASTER_KEY,
     defaults_file,
+    driver_class_path,
     executor_python,
     is_local,
     is_loopback,
@@ -90,7 +91,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     jars = spark_jars()
     # Java options reach only a JVM started now, not one this process has already; and
     # class sharing options of the user's own leave the archive to them.
-    archive = (jvm_archive.plan(jars, write_archive)
+    archive = (jvm_archive.plan(jars, write_archive, driver_class_path({**from_file, **user}))
                if SparkContext._gateway is None and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", gc[DRIVER_JAVA_KEY],

@@ -118,3 +118,31 @@ def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(p
     assert "kept Spark's class archive" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert (tmp_path / "state" / "spark.log").exists()
+
+
+def test_a_conf_folder_with_files_on_the_class_path_means_no_archive(pipe: Pipeline, tmp_path: Path) -> None:
+    """spark-submit puts SPARK_CONF_DIR on the driver's class path, and Java's class sharing
+    takes no folder that holds files there: every stop used to try to write an archive
+    and fail (a second and 10 CPU-s each time), and no start ever mapped one."""
+    cache, conf = tmp_path / "jvm-cache", tmp_path / "spark-conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 3\n")
+    mark = f"-Dbrew.test.mark={os.getpid()}"
+    log = tmp_path / "daemon.log"
+    daemon = pipe.spawn(*run_args(tmp_path), "--conf", f"spark.driver.extraJavaOptions={mark}", log=log,
+                        env={CACHE_ENV: str(cache), "SPARK_CONF_DIR": str(conf)})
+    try:
+        wait_until(lambda: "role: active" in log.read_text(), 180, "the daemon to start")
+        jvm = wait_until(lambda: jvm_given(mark), 30, "the daemon's JVM")
+        options = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")
+        class_path = options[options.index("-cp") + 1].split(os.pathsep)
+        assert str(conf) in [entry.rstrip("/") for entry in class_path], class_path
+        assert not [o for o in options if "ArchiveClassesAtExit" in o or "SharedArchiveFile" in o], options
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert f"its class path holds the folder {conf}" in text, text[-3000:]
+    assert not [p for p in cache.glob("*") if p.suffix in (".jsa", ".part", ".log")], list(cache.iterdir())

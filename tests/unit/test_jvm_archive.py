@@ -175,3 +175,19 @@ def test_class_sharing_options_of_the_users_leave_the_archive_to_them(options: s
 @given(st.text(max_size=80))
 def test_any_options_text_is_read_without_error(text: str) -> None:
     assert isinstance(jvm_archive.shares_classes(text), bool)
+
+
+def test_a_folder_with_files_on_the_class_path_means_no_archive(cache: Path, tmp_path: Path) -> None:
+    """The JVM would neither map nor write one; an empty folder or a jar is no obstacle."""
+    first = writing_plan()
+    assert first.part is not None
+    write_part(first.part, [(4096, 1000)], 4096 + 1000)
+    first.finish(None)
+    empty, full, jar = tmp_path / "empty", tmp_path / "full", tmp_path / "a.jar"
+    empty.mkdir()
+    full.mkdir()
+    (full / "log4j2.properties").write_text("")
+    jar.write_bytes(b"PK")
+    assert plan([], write=True, class_path=[jar, empty, tmp_path / "missing"]).options.startswith(
+        "-XX:SharedArchiveFile=")
+    assert plan([], write=True, class_path=[jar, full]) == Plan()

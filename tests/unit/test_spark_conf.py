@@ -1,6 +1,7 @@
 """Spark settings: --conf parsing, spark-defaults.conf, who wins, which master and which
 Python the executors get."""
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from service.spark_conf import (
     DEFAULTS,
     ConfError,
     defaults_file,
+    driver_class_path,
     executor_python,
     is_loopback,
     java_options,
@@ -135,3 +137,25 @@ def test_a_collector_anywhere_among_any_options_is_found(options: list[str], gc:
     assert picks_collector(" ".join(options)) is any(re.fullmatch(r"-XX:\+Use\w*GC", o) for o in options)
     with_gc = [*options[:at], f"-XX:+Use{gc}GC", *options[at:]]
     assert picks_collector("  ".join(with_gc)) is True
+
+
+def test_the_driver_class_path_is_what_spark_submit_adds_to_its_jars(tmp_path: Path) -> None:
+    env = {"SPARK_CONF_DIR": str(tmp_path / "conf"), "HADOOP_CONF_DIR": "/etc/hadoop",
+           "SPARK_DIST_CLASSPATH": "/opt/h/lib/*:/opt/h/etc"}
+    settings = {"spark.driver.defaultExtraClassPath": "hive-jackson/*", "spark.driver.extraClassPath": "/x.jar:/cls"}
+    assert driver_class_path(settings, env) == [Path("/x.jar"), Path("/cls"), tmp_path / "conf", Path("/etc/hadoop"),
+                                                Path("/opt/h/etc")]
+    assert driver_class_path({}, {"SPARK_HOME": "/spark"}) == [Path("/spark/conf")]
+
+
+entry = st.text(st.characters(blacklist_characters=os.pathsep, blacklist_categories=["Cs"]), max_size=12)
+
+
+@given(st.lists(entry, max_size=5), st.lists(entry, max_size=5), st.lists(entry, max_size=5))
+def test_the_driver_class_path_keeps_every_entry_but_globs_in_order(extra: list[str], hadoop: list[str],
+                                                                     dist: list[str]) -> None:
+    env = {"SPARK_CONF_DIR": "/c", "HADOOP_CONF_DIR": os.pathsep.join(hadoop), "SPARK_DIST_CLASSPATH":
+           os.pathsep.join(dist)}
+    kept = [Path(e) for e in extra if e.strip() and not e.endswith("*")] + [Path("/c")]
+    kept += [Path(e) for e in [*hadoop, *dist] if e.strip() and not e.endswith("*")]
+    assert driver_class_path({"spark.driver.extraClassPath": os.pathsep.join(extra)}, env) == kept
