@@ -86,6 +86,24 @@ def conf_dir(env: Mapping[str, str] | None = None) -> Path:
     return _pyspark_home() / "conf"
 
 
+def spark_home_problem(version: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What is wrong with ``SPARK_HOME`` for a pyspark of ``version``, if anything. pyspark
+    launches the Spark it names instead of its own, and one without spark-submit fails with
+    a missing file, one of another version with errors from deep inside py4j."""
+    env = os.environ if env is None else env
+    if not env.get("SPARK_HOME"):
+        return None
+    home = Path(env["SPARK_HOME"])
+    fix = f"unset SPARK_HOME to use pyspark's own Spark, or point it at a Spark {version} installation"
+    if not (home / "bin" / "spark-submit").is_file():
+        return f"SPARK_HOME={home} holds no bin/spark-submit: {fix}"
+    cores = sorted((home / "jars").glob("spark-core_*.jar"))
+    found = [m.group(1) for c in cores if (m := re.fullmatch(r"spark-core_[\d.]+-(.+)\.jar", c.name))]
+    if found and version not in found:
+        return f"SPARK_HOME={home} is Spark {found[0]}, but brewstream runs on pyspark {version}: {fix}"
+    return None
+
+
 def defaults_file(env: Mapping[str, str] | None = None) -> Path | None:
     """The spark-defaults.conf spark-submit would read for this process, if there is one."""
     path = conf_dir(env) / "spark-defaults.conf"

@@ -33,8 +33,10 @@ from service.spark_conf import (
     merged,
     picks_collector,
     read_defaults,
+    spark_home_problem,
     their_java_options,
 )
+from topics.errors import BrewError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,8 +66,12 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     """
     global _writing
     # Imported here: pyspark costs a second to import and most commands never need it.
+    import pyspark
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    if SparkContext._gateway is None and (problem := spark_home_problem(pyspark.__version__)):
+        raise BrewError(problem)
 
     # The master was resolved already (--master, then spark.master from --conf or the file).
     user = {k: v for k, v in (conf or {}).items() if k != MASTER_KEY}

@@ -22,6 +22,7 @@ from restorer.changelog import ChangelogWriter
 from tests.helpers import (
     BREW,
     Pipeline,
+    brew,
     counts_json,
     oracle,
     order_bytes,
@@ -242,6 +243,24 @@ def test_a_state_dir_of_another_pipeline_is_refused(pipe: Pipeline, tmp_path: Pa
     assert read_topic(other.conn, other.topics.changelog) == []
     standby = other.brew(*run_args(tmp_path, "--standby"), timeout=180)
     assert_one_line_error(standby, f"published to changelog {pipe.topics.changelog}")
+
+
+def test_a_spark_home_that_is_not_this_spark_is_one_line_with_the_fix(pipe: Pipeline, tmp_path: Path) -> None:
+    """pyspark launches the Spark that SPARK_HOME names, not its own: a folder without
+    spark-submit, or a Spark of another version, is named before any JVM starts."""
+    orders = make_orders(50, seed=64)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    old = tmp_path / "spark-3.5.1"
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "spark-submit").write_text("#!/bin/sh\nexit 7\n")
+    (old / "jars").mkdir()
+    (old / "jars" / "spark-core_2.12-3.5.1.jar").write_bytes(b"PK")
+    for home, fragment in ((tmp_path / "nowhere", "holds no bin/spark-submit"), (old, "is Spark 3.5.1")):
+        proc = brew(pipe.conn, *run_args(tmp_path, "--available-now"), env={**pipe.env, "SPARK_HOME": str(home)},
+                    timeout=180)
+        assert_one_line_error(proc, f"SPARK_HOME={home} {fragment}", "unset SPARK_HOME")
+    assert available_now(pipe, tmp_path).returncode == 0
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
 
 
 def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipeline, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from service.spark_conf import (
     picks_collector,
     read_defaults,
     resolve_master,
+    spark_home_problem,
     their_java_options,
 )
 
@@ -159,3 +160,44 @@ def test_the_driver_class_path_keeps_every_entry_but_globs_in_order(extra: list[
     kept = [Path(e) for e in extra if e.strip() and not e.endswith("*")] + [Path("/c")]
     kept += [Path(e) for e in [*hadoop, *dist] if e.strip() and not e.endswith("*")]
     assert driver_class_path({"spark.driver.extraClassPath": os.pathsep.join(extra)}, env) == kept
+
+
+def spark_home(root: Path, jars: list[str], submit: bool = True) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "jars").mkdir()
+    if submit:
+        (root / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    for jar in jars:
+        (root / "jars" / jar).write_bytes(b"PK")
+    return root
+
+
+def test_a_spark_home_of_another_version_or_none_at_all_is_named_with_the_fix(tmp_path: Path) -> None:
+    assert spark_home_problem("4.2.0", {}) is None
+    same = spark_home(tmp_path / "same", ["spark-core_2.13-4.2.0.jar", "spark-sql_2.13-4.2.0.jar"])
+    assert spark_home_problem("4.2.0", {"SPARK_HOME": str(same)}) is None
+    old = spark_home(tmp_path / "old", ["spark-core_2.12-3.5.1.jar"])
+    assert spark_home_problem("4.2.0", {"SPARK_HOME": str(old)}) == (
+        f"SPARK_HOME={old} is Spark 3.5.1, but brewstream runs on pyspark 4.2.0: unset SPARK_HOME to use "
+        "pyspark's own Spark, or point it at a Spark 4.2.0 installation")
+    problem = spark_home_problem("4.2.0", {"SPARK_HOME": str(tmp_path / "missing")})
+    assert problem is not None and problem.startswith(f"SPARK_HOME={tmp_path / 'missing'} holds no bin/spark-submit")
+    bare = spark_home(tmp_path / "bare", ["spark-core_2.13-4.2.0.jar"], submit=False)
+    assert "holds no bin/spark-submit" in (spark_home_problem("4.2.0", {"SPARK_HOME": str(bare)}) or "")
+
+
+version = st.from_regex(r"[0-9]\.[0-9]\.[0-9](-SNAPSHOT)?", fullmatch=True)
+other_jar = st.text(st.characters(whitelist_categories=["L", "N"], whitelist_characters="-_."), min_size=1,
+                    max_size=30).filter(lambda t: not t.startswith("spark-core_")).map(lambda t: t + ".jar")
+
+
+@given(st.sets(st.tuples(st.sampled_from(["2.12", "2.13"]), version), max_size=3), st.sets(other_jar, max_size=4))
+def test_a_spark_home_is_refused_exactly_when_its_core_jar_names_another_version(
+        cores: set[tuple[str, str]], others: set[str]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        jars = [f"spark-core_{scala}-{v}.jar" for scala, v in cores] + sorted(others)
+        problem = spark_home_problem("4.2.0", {"SPARK_HOME": str(spark_home(Path(d) / "spark", jars))})
+        versions = {v for _, v in cores}
+        assert (problem is not None) == bool(versions and "4.2.0" not in versions), (jars, problem)
