@@ -131,7 +131,7 @@ def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = ()) -> Plan
         if (blocker := next((p for p in class_path if _holds_files(p)), None)) is not None:
             # Java's class sharing takes no class path with a folder that holds files: the
             # JVM neither maps an archive then nor writes one, and an attempt to write costs
-            # every stop about a second and 10 CPU-s (BENCHMARKS.md).
+            # every stop about a second and 2-3 CPU-s (BENCHMARKS.md).
             log.info("no class archive for Spark's JVM: its class path holds the folder %s, which Java's "
                      "class sharing cannot archive (start-up takes a few seconds more)", blocker)
             return Plan()
@@ -167,7 +167,7 @@ def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = ()) -> Plan
 
 
 def _holds_files(path: Path) -> bool:
-    """A folder with anything in it (the JVM's check: ``ClassLoader::check_shared_classpath``)."""
+    """A folder with anything in it: the JVM refuses to archive with one ("non-empty directory")."""
     try:
         return path.is_dir() and any(path.iterdir())
     except OSError:

@@ -49,7 +49,7 @@ EXECUTOR_JAVA_KEY = "spark.executor.defaultJavaOptions"
 _COLLECTOR = re.compile(r"-XX:\+Use\w*GC")
 # The executors' Python (see ``executor_python``).
 PYTHON_KEY = "spark.pyspark.python"
-# The drivers own class path entries (``driver_class_path``).
+# The driver's own class path entries (``driver_class_path``).
 DRIVER_CLASS_PATH_KEYS = ("spark.driver.defaultExtraClassPath", "spark.driver.extraClassPath")
 MASTER_KEY = "spark.master"
 LOCAL_MASTER = "local[*]"

@@ -123,7 +123,7 @@ def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(p
 def test_a_conf_folder_with_files_on_the_class_path_means_no_archive(pipe: Pipeline, tmp_path: Path) -> None:
     """spark-submit puts SPARK_CONF_DIR on the driver's class path, and Java's class sharing
     takes no folder that holds files there: every stop used to try to write an archive
-    and fail (a second and 10 CPU-s each time), and no start ever mapped one."""
+    and fail (a second and 2-3 CPU-s each time), and no start ever mapped one."""
     cache, conf = tmp_path / "jvm-cache", tmp_path / "spark-conf"
     conf.mkdir()
     (conf / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 3\n")
