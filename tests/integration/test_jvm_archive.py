@@ -93,28 +93,37 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
 
 
-def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(pipe: Pipeline,
-                                                                                tmp_path: Path) -> None:
-    """A site's spark.driver.defaultJavaOptions (here from --conf) used to replace brewstream's:
-    Spark's log left the state dir, and the archive the run announced was never written."""
-    cache = tmp_path / "jvm-cache"
-    mark = f"-Dbrew.test.mark={os.getpid()}"
+MARK = f"-Dbrew.test.mark={os.getpid()}"
+
+
+def jvm_options_of_a_daemon(pipe: Pipeline, tmp_path: Path, java_conf: str, env: dict[str, str]) -> list[str]:
+    """Start a daemon with ``--conf java_conf`` (Java options that carry ``MARK``), read its
+    JVM's command line, then stop it with SIGTERM, which must end it with 0."""
     log = tmp_path / "daemon.log"
-    daemon = pipe.spawn(*run_args(tmp_path), "--conf", f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {mark}",
-                        log=log, env={CACHE_ENV: str(cache)})
+    daemon = pipe.spawn(*run_args(tmp_path), "--conf", java_conf, log=log, env=env)
     try:
         wait_until(lambda: "role: active" in log.read_text(), 180, "the daemon to start")
-        jvm = wait_until(lambda: jvm_given(mark), 30, "the daemon's JVM")
-        options = Path(f"/proc/{jvm}/cmdline").read_bytes().split(b"\0")
-        assert b"-XX:+UseSerialGC" in options and b"-XX:+UseParallelGC" not in options, options
-        assert any(o.startswith(b"-Dlog4j2.configurationFile=") for o in options), options
-        assert any(o.startswith(b"-XX:ArchiveClassesAtExit=") for o in options), options
+        jvm = wait_until(lambda: jvm_given(MARK), 30, "the daemon's JVM")
+        options = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(240) == 0, log.read_text()[-3000:]
     finally:
         if daemon.poll() is None:
             os.killpg(daemon.pid, signal.SIGKILL)
-    text = log.read_text()
+    return options
+
+
+def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(pipe: Pipeline,
+                                                                                tmp_path: Path) -> None:
+    """A site's spark.driver.defaultJavaOptions (here from --conf) used to replace brewstream's:
+    Spark's log left the state dir, and the archive the run announced was never written."""
+    cache = tmp_path / "jvm-cache"
+    options = jvm_options_of_a_daemon(pipe, tmp_path, f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {MARK}",
+                                      {CACHE_ENV: str(cache)})
+    assert "-XX:+UseSerialGC" in options and "-XX:+UseParallelGC" not in options, options
+    assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options), options
+    assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in options), options
+    text = (tmp_path / "daemon.log").read_text()
     assert "kept Spark's class archive" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert (tmp_path / "state" / "spark.log").exists()
@@ -127,22 +136,11 @@ def test_a_conf_folder_with_files_on_the_class_path_means_no_archive(pipe: Pipel
     cache, conf = tmp_path / "jvm-cache", tmp_path / "spark-conf"
     conf.mkdir()
     (conf / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 3\n")
-    mark = f"-Dbrew.test.mark={os.getpid()}"
-    log = tmp_path / "daemon.log"
-    daemon = pipe.spawn(*run_args(tmp_path), "--conf", f"spark.driver.extraJavaOptions={mark}", log=log,
-                        env={CACHE_ENV: str(cache), "SPARK_CONF_DIR": str(conf)})
-    try:
-        wait_until(lambda: "role: active" in log.read_text(), 180, "the daemon to start")
-        jvm = wait_until(lambda: jvm_given(mark), 30, "the daemon's JVM")
-        options = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")
-        class_path = options[options.index("-cp") + 1].split(os.pathsep)
-        assert str(conf) in [entry.rstrip("/") for entry in class_path], class_path
-        assert not [o for o in options if "ArchiveClassesAtExit" in o or "SharedArchiveFile" in o], options
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(120) == 0, log.read_text()[-3000:]
-    finally:
-        if daemon.poll() is None:
-            os.killpg(daemon.pid, signal.SIGKILL)
-    text = log.read_text()
+    options = jvm_options_of_a_daemon(pipe, tmp_path, f"spark.driver.extraJavaOptions={MARK}",
+                                      {CACHE_ENV: str(cache), "SPARK_CONF_DIR": str(conf)})
+    class_path = options[options.index("-cp") + 1].split(os.pathsep)
+    assert str(conf) in [entry.rstrip("/") for entry in class_path], class_path
+    assert not [o for o in options if "ArchiveClassesAtExit" in o or "SharedArchiveFile" in o], options
+    text = (tmp_path / "daemon.log").read_text()
     assert f"its class path holds the folder {conf}" in text, text[-3000:]
     assert not [p for p in cache.glob("*") if p.suffix in (".jsa", ".part", ".log")], list(cache.iterdir())
