@@ -70,7 +70,9 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    if SparkContext._gateway is None and (problem := spark_home_problem(pyspark.__version__)):
+    # Java options and SPARK_HOME reach only a JVM started now, not one this process has already.
+    launching = SparkContext._gateway is None
+    if launching and (problem := spark_home_problem(pyspark.__version__)):
         raise BrewError(problem)
 
     # The master was resolved already (--master, then spark.master from --conf or the file).
@@ -95,10 +97,9 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     theirs = {key: their_java_options(key, from_file, user) for key in (DRIVER_JAVA_KEY, EXECUTOR_JAVA_KEY)}
     gc = {key: "" if picks_collector(opts) else "-XX:+UseParallelGC" for key, opts in theirs.items()}
     jars = spark_jars()
-    # Java options reach only a JVM started now, not one this process has already; and
-    # class sharing options of the user's own leave the archive to them.
+    # Class sharing options of the user's own leave the archive to them.
     archive = (jvm_archive.plan(jars, write_archive, driver_class_path({**from_file, **user}))
-               if SparkContext._gateway is None and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
+               if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", gc[DRIVER_JAVA_KEY],
                                        archive.options) if o)

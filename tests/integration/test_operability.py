@@ -91,6 +91,7 @@ def test_a_sigterm_to_the_process_group_stops_without_a_traceback(pipe: Pipeline
     assert "role: stopped" in text, text[-3000:]
     assert "Traceback" not in text and "Exception" not in text, text[-3000:]
 
+
 def test_a_jvm_thread_ended_by_the_stop_is_told_apart(spark: Any) -> None:
     """What the test above can meet (the query's thread ends on "RpcEnv already stopped"
     when the JVM's shutdown hook stopped Spark under it), made to happen: that end is the
@@ -109,7 +110,6 @@ def test_a_jvm_thread_ended_by_the_stop_is_told_apart(spark: Any) -> None:
     first.initCause(second)
     second.initCause(first)
     assert not uncaught.endedByAStop(first)
-
 
 
 def test_status_is_a_health_check(pipe: Pipeline, spark: Any, tmp_path: Path) -> None:
