@@ -91,10 +91,13 @@ def spark_home_problem(version: str, env: Mapping[str, str] | None = None) -> st
     launches the Spark it names instead of its own, and one without spark-submit fails with
     a missing file, one of another version with errors from deep inside py4j."""
     env = os.environ if env is None else env
-    if not env.get("SPARK_HOME"):
+    if "SPARK_HOME" not in env:
         return None
-    home = Path(env["SPARK_HOME"])
     fix = f"unset SPARK_HOME to use pyspark's own Spark, or point it at a Spark {version} installation"
+    if not env["SPARK_HOME"]:
+        # pyspark trusts any SPARK_HOME it finds set, an empty one too (the current folder).
+        return f"SPARK_HOME is set but empty: {fix}"
+    home = Path(env["SPARK_HOME"])
     if not (home / "bin" / "spark-submit").is_file():
         return f"SPARK_HOME={home} holds no bin/spark-submit: {fix}"
     cores = sorted((home / "jars").glob("spark-core_*.jar"))

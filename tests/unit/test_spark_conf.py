@@ -174,6 +174,7 @@ def spark_home(root: Path, jars: list[str], submit: bool = True) -> Path:
 
 def test_a_spark_home_of_another_version_or_none_at_all_is_named_with_the_fix(tmp_path: Path) -> None:
     assert spark_home_problem("4.2.0", {}) is None
+    assert (spark_home_problem("4.2.0", {"SPARK_HOME": ""}) or "").startswith("SPARK_HOME is set but empty: unset")
     same = spark_home(tmp_path / "same", ["spark-core_2.13-4.2.0.jar", "spark-sql_2.13-4.2.0.jar"])
     assert spark_home_problem("4.2.0", {"SPARK_HOME": str(same)}) is None
     old = spark_home(tmp_path / "old", ["spark-core_2.12-3.5.1.jar"])
