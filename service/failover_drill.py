@@ -212,6 +212,9 @@ def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverRe
                        "the last active to count every order", every=1.0, give_up=active.exited)
         except WaitTimedOut as exc:
             raise BrewError(f"{exc}; see {active.log}") from None
+        # The last killed instance came back as a standby, as every one before it: a
+        # SIGTERM that lands in its start-up is a stop of another kind (exit 143).
+        standby.wait_for(is_standby, "to be a standby", START_TIMEOUT_S)
         for inst in (active, standby):
             if inst.stop() != 0:
                 raise BrewError(f"{inst.name} did not stop cleanly on SIGTERM; see {inst.log}")
