@@ -203,7 +203,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     counted, unclean = _count_in_jvm(fresh, max_name_bytes)
     if not unclean:
         return merge_partials(counted)
-    gate = _order_gate(df.sparkSession, max_name_bytes)
+    gate = order_gate(df.sparkSession, max_name_bytes)
     rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
     if (took := records_counted(rest)) != unclean:
         raise RuntimeError(f"Python counted {took} records of the {unclean} the order gate left to it")
@@ -215,7 +215,7 @@ GATE_FUNCTION, GATE_CLASS = "brew_order_gate", "brewstream.OrderGate"
 TOTALS_FUNCTION = "brew_gate_totals"  # brewstream.GateTotals, one per name limit
 
 
-def _order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
+def order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
     """The gate's verdict on ``value``: drink -> quantity, or null for a row it cannot prove
     clean. Registered on every call (one call to the JVM, harmless when repeated), so
     any session can count."""

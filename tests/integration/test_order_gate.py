@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.drink_count.aggregate import GATE_CLASS, GATE_FUNCTION, aggregate_batch
+from service.drink_count.aggregate import aggregate_batch, order_gate
 from service.drink_count.orders import BadOrder, count_drinks
 from service.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
@@ -39,7 +39,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 
 def gate(spark: Any, raw: bytes, max_name_bytes: int = MAX_NAME_BYTES) -> dict[str, int] | None:
-    counted = spark._jvm.brewstream.OrderGate.gate(bytearray(raw), max_name_bytes)
+    return as_counts(spark._jvm.brewstream.OrderGate.gate(bytearray(raw), max_name_bytes))
+
+
+def as_counts(counted: Any) -> dict[str, int] | None:
+    """The gate's map (a Java map, or a dict from a Spark row) as drink -> quantity."""
     return None if counted is None else {str(k): int(v) for k, v in counted.items()}
 
 
@@ -52,14 +56,10 @@ def check_gate(spark: Any, raw: bytes, max_name_bytes: int = MAX_NAME_BYTES) -> 
 def check_gate_all(spark: Any, raws: list[bytes]) -> int:
     """``check_gate`` on many values, the gate called as Spark calls it (the registered
     function, in one job; a py4j call per value costs milliseconds): how many it counted."""
-    from pyspark.sql import functions as F
-
-    spark.udf.registerJavaFunction(GATE_FUNCTION, GATE_CLASS, "map<string,bigint>")
     df = spark.createDataFrame([(i, bytearray(raw)) for i, raw in enumerate(raws)], "i int, value binary")
-    rows = df.select("i", F.call_function(GATE_FUNCTION, F.col("value"), F.lit(MAX_NAME_BYTES)).alias("c")).collect()
+    rows = df.select("i", order_gate(spark, MAX_NAME_BYTES).alias("c")).collect()
     assert sorted(row["i"] for row in rows) == list(range(len(raws)))
-    return sum(agrees_when_counted(None if row["c"] is None else {str(k): int(v) for k, v in row["c"].items()},
-                                   raws[row["i"]], MAX_NAME_BYTES) for row in rows)
+    return sum(agrees_when_counted(as_counts(row["c"]), raws[row["i"]], MAX_NAME_BYTES) for row in rows)
 
 
 @settings(PROPERTY, max_examples=600)
