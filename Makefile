@@ -11,7 +11,7 @@ QUIX_VENV := .cache/bench/quix-venv
 
 .PHONY: install run run-cluster test lint unit sandbox-up sandbox-down clean bench events windows prometheus
 
-GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java service/jvm/brewstream/*.java)
+GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java service/spark/jvm/brewstream/*.java)
 GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed $(GATE_JAR)

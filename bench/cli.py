@@ -16,8 +16,9 @@ from bench.config import (
     BenchConfig,
     OursSweep,
 )
-from service.durations import DURATION, parse_duration
-from service.signals import Terminated, terminate_by_exception
+from service.cli.common import DURATION
+from service.instance.signals import Terminated, terminate_by_exception
+from topics.clock import parse_duration
 from topics.errors import BrewError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.run_defaults import DEFAULT_TRIGGER_S
+from service.engine.defaults import DEFAULT_TRIGGER_S
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"

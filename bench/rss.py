@@ -17,7 +17,7 @@ import contextlib
 
 import psutil
 
-from service.periodic import Every
+from service.instance.periodic import Every
 
 SAMPLE_EVERY_S = 0.2
 

@@ -18,7 +18,7 @@ from bench.machine import describe
 from bench.procs import kill_all
 from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained
 from bench.systems import ours, plain, quix
-from service.jvm_archive import CACHE_ENV, cache_dir
+from service.spark.jvm_archive import CACHE_ENV, cache_dir
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
@@ -89,7 +89,7 @@ ARCHIVE_RUN_ORDERS = 20_000
 
 def _jvm_archive(ctx: BenchContext) -> dict[str, Any]:
     """One run over a small backlog before anything is measured, so that Spark's class
-    archive (``service.jvm_archive``) exists and no measured run pays for writing it: every
+    archive (``service.spark.jvm_archive``) exists and no measured run pays for writing it: every
     start maps it, as every start after a machine's first does. The archive holds the
     classes its writer loaded, so that run counts orders, as a user's daemon has before it
     stops: one over an empty input leaves the batch's own classes out (BENCHMARKS.md).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from restorer.store import Store
-from service.periodic import Every
+from service.instance.periodic import Every
 from topics.errors import BrewError
 
 

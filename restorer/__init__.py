@@ -27,7 +27,7 @@ The invariants, stated here once; every other place refers to them:
 7. **Only committed input counts:** every Kafka read of input, changelog or DLQ uses
    isolation.level=read_committed.
 8. **Total per-record code:** whatever bytes a record holds, it is counted or reaches the
-   DLQ with a reason (``service.badrecords``); one record never stops a batch.
+   DLQ with a reason (``service.records.badrecords``); one record never stops a batch.
 
 And the changelog must be able to serve the store: its partition count is the one the
 store was built against, and it still holds what the store has not applied

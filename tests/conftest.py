@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.jvm_archive import CACHE_ENV, cache_dir
+from service.spark.jvm_archive import CACHE_ENV, cache_dir
 from tests.helpers import Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics
@@ -36,7 +36,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]
 
 @pytest.fixture(scope="session", autouse=True)
 def jvm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Spark's class archive of this suite (``service.jvm_archive``), in a folder of its own
+    """Spark's class archive of this suite (``service.spark.jvm_archive``), in a folder of its own
     unless the caller chose one (``off`` included)."""
     folder = Path(os.environ.setdefault(CACHE_ENV, str(tmp_path_factory.mktemp("jvm-cache"))))
     yield folder
@@ -80,7 +80,7 @@ _pipelines = 0
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from service.spark_session import build_session
+    from service.spark.session import build_session
 
     session = build_session("local[2]", "brewstream-tests")
     yield session

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from service.shipped_code import EXECUTOR_PACKAGES
+from service.spark.shipped_code import EXECUTOR_PACKAGES
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".cache" / "spark-executor-venv"

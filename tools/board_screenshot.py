@@ -22,7 +22,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from sandbox.broker import Sandbox, down, free_port, up
-from service.sink import ANY_BATCH
+from service.engine.sink import ANY_BATCH
 from topics.admin import create_topics
 from topics.clock import wait_until
 from topics.errors import BrewError

@@ -1,8 +1,9 @@
-"""Time helpers every layer shares: waiting for a condition with a deadline, and UTC
-timestamps in ISO-8601."""
+"""Time helpers every layer shares: waiting for a condition with a deadline, UTC
+timestamps in ISO-8601, and durations as people write them (``50ms``, ``1m30s``)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -44,3 +45,37 @@ def utc_iso(when: datetime | float, millis: bool = False) -> str:
     if millis:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text`` (``50ms``, ``1s``, ``5m``, ``1m30s``); a bare ``0`` is allowed,
+    any other number needs a unit."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or pos == 0:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 1s, 5m, 1m30s)")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest way ``parse_duration`` reads back: ``250ms``, ``5s``, ``2m``, ``1h``."""
+    if seconds == 0:
+        return "0"
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"

@@ -31,7 +31,7 @@ from bench.runs import require_same
 from bench.stats import summarize
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
-from service.health import STANDBY, role_pattern
+from service.instance.health import STANDBY, role_pattern
 from topics.clock import wait_until
 
 MODES = ("kill9", "disk-loss", "failover")

@@ -19,8 +19,8 @@ from restorer.codec import StoreState
 from restorer.reader import RESTORED
 from restorer.store import Store
 from service.drink_count.pipeline import BATCH_PATTERN
-from service.query import READY_PATTERN
-from service.run_defaults import DEFAULT_TRIGGER_S
+from service.engine.defaults import DEFAULT_TRIGGER_S
+from service.engine.query import READY_PATTERN
 from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")

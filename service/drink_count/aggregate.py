@@ -6,7 +6,7 @@ rows (``service.drink_count.orders``) and sums drinks locally (a partial count),
 handful of rows per task cross to the driver: one per drink, one per input partition for
 its highest offset, one for the number of good orders, and the bad orders (cut to what the
 DLQ holds, or only their position once the task's budget is spent: see
-``service.badrecords``). ``partial_counts`` runs on the executors; ``merge_partials`` on the
+``service.records.badrecords``). ``partial_counts`` runs on the executors; ``merge_partials`` on the
 driver. Both are pure and tested without Spark.
 
 Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from service.badrecords import BadRecord, CarryBudget, carry, internal_reason
 from service.drink_count.orders import BadOrder, count_drinks, count_plain
-from service.limits import MAX_NAME_BYTES
+from service.records.badrecords import BadRecord, CarryBudget, carry, internal_reason
+from service.records.limits import MAX_NAME_BYTES
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -244,7 +244,7 @@ def _count_in_jvm(fresh: DataFrame, max_name_bytes: int) -> tuple[list[dict[str,
     sums its own rows (``GateTotals``): one row per input partition crosses to the driver."""
     from pyspark.sql import functions as F
 
-    from service.spark_session import collect_rows
+    from service.spark.session import collect_rows
 
     grouped = fresh.groupBy("partition").agg(_gate_totals(fresh.sparkSession, max_name_bytes).alias("t"),
                                              F.max("offset").alias("top"))
@@ -345,6 +345,6 @@ def small_row_bytes(max_bytes: str | None, max_records: str | None) -> int | Non
 
 
 def _partials(rows: DataFrame, fn: Any) -> list[dict[str, Any]]:
-    from service.spark_session import collect_rows
+    from service.spark.session import collect_rows
 
     return list(collect_rows(rows.mapInArrow(fn, PARTIAL_DDL)))

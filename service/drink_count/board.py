@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException
 
 from restorer.store import Store
 from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
-from service.periodic import Every
+from service.instance.periodic import Every
 from topics.kafka import KafkaConnection, max_record_bytes
 from topics.records import RECORD_OVERHEAD
 

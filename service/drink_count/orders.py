@@ -22,8 +22,8 @@ from typing import Annotated, Any
 import msgspec
 import orjson
 
-from service.json_reasons import LongInt, exact_reason, refused_reason, show
-from service.limits import MAX_NAME_BYTES, is_unicode, name_fault
+from service.records.json_reasons import LongInt, exact_reason, refused_reason, show
+from service.records.limits import MAX_NAME_BYTES, is_unicode, name_fault
 
 MAX_QUANTITY = 2**31 - 1
 _BYTES_LIKE = (bytes, bytearray, memoryview)  # a tuple: isinstance() is slower with a union

@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from service.dlq import warn_internal
+from service.dlq.records import warn_internal
 from service.drink_count.aggregate import aggregate_batch
 from service.drink_count.board import BoardFlusher
 from service.drink_count.sink import BatchReport, DrinkCountSink
-from service.metrics import Metrics
-from service.runner import Pipeline, RunConfig, run_pipeline
-from service.sink import PHASES_PATTERN
+from service.engine.runner import Pipeline, RunConfig, run_pipeline
+from service.engine.sink import PHASES_PATTERN
+from service.ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,9 +24,9 @@ from restorer.changelog import ChangelogWriter
 from restorer.codec import BAD_ORDERS, PROCESSED_ORDERS, U64_MAX, Entry, drink_key, encode_u64, meta_key, offset_key
 from restorer.faults import FaultPlan
 from restorer.store import Store
-from service.dlq import dlq_records
+from service.dlq.records import dlq_records
 from service.drink_count.aggregate import BatchAggregate, aggregate_batch
-from service.sink import OrderedCommitSink, PhaseTimes, SinkOptions
+from service.engine.sink import OrderedCommitSink, PhaseTimes, SinkOptions
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 

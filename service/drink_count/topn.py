@@ -9,7 +9,7 @@ from datetime import datetime
 import orjson
 
 from restorer.codec import BAD_ORDERS, StoreState
-from service.limits import printable
+from service.records.limits import printable
 from topics.clock import utc_iso
 
 SNAPSHOT_KEY = b"top-n"

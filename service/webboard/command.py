@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from service.cli_common import CONTEXT, kafka_options, topic_prefix_option
-from service.signals import stop_on_signals
+from service.cli.common import CONTEXT, kafka_options, topic_prefix_option
+from service.instance.signals import stop_on_signals
 from service.webboard.feed import TopicFeed
 from service.webboard.server import bind, page_bytes
 from service.webboard.state import Hub, Refresher

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from service.lease import Announcement
+from service.instance.lease import Announcement
 from topics.catalog import Topics
 from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, watermarks
 

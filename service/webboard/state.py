@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from service.periodic import Every
+from service.instance.periodic import Every
 from service.webboard.chart import read_chart, unavailable
 from service.webboard.feed import FeedView
 from topics.clock import utc_iso

@@ -6,7 +6,7 @@ in-batch session, per input partition and per table window, plus the records tha
 must travel whole: late ones (for the late topic), bad ones (for the DLQ) and the
 members of sessions that may turn out to be late once merged with the store's. Those
 travel cut to what an output record holds, and only as their position once the task's
-budget is spent (``service.badrecords``); the driver reads such records back.
+budget is spent (``service.records.badrecords``); the driver reads such records back.
 ``partial_windows`` runs on the executors, ``merge_window_partials`` on the driver.
 
 Per-record code is total (DESIGN.md invariant 8): an unexpected exception in one event
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from service.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
-from service.limits import MAX_NAME_BYTES
+from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
+from service.records.limits import MAX_NAME_BYTES
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
 from service.windows.events import BadEvent, parse_event
 from service.windows.watermark import closed, passed
@@ -234,7 +234,7 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
 
     from pyspark.sql import functions as F
 
-    from service.spark_session import collect_rows
+    from service.spark.session import collect_rows
 
     fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
     for partition, next_offset in applied.items():

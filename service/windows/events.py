@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from service.json_reasons import LongInt, exact_reason, refused_reason, show
-from service.limits import MAX_NAME_BYTES, name_fault
+from service.records.json_reasons import LongInt, exact_reason, refused_reason, show
+from service.records.limits import MAX_NAME_BYTES, name_fault
 from topics.event_time import decode_event_time as header_time
 
 MAX_EVENT_NS = 4_102_444_800 * 10**9  # 2100-01-01T00:00:00Z in unix nanoseconds

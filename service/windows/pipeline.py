@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from service.dlq import warn_internal
-from service.metrics import Metrics
-from service.runner import Pipeline, RunConfig, run_pipeline
+from service.dlq.records import warn_internal
+from service.engine.runner import Pipeline, RunConfig, run_pipeline
+from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
 from service.windows.output import iso

@@ -25,8 +25,8 @@ from restorer.changelog import ChangelogWriter
 from restorer.codec import encode_u64, meta_key
 from restorer.faults import FaultPlan
 from restorer.store import Store
-from service.dlq import dlq_records
-from service.sink import OrderedCommitSink, PhaseTimes, SinkOptions
+from service.dlq.records import dlq_records
+from service.engine.sink import OrderedCommitSink, PhaseTimes, SinkOptions
 from service.windows.aggregate import WindowBatch, aggregate_events
 from service.windows.output import late_records, result_record
 from service.windows.state import SPEC, WindowsState, decode_windows_state

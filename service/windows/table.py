@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TextIO
 
 from restorer.store import Store
-from service.periodic import Every
+from service.instance.periodic import Every
 from service.windows.state import LATE, NO_HEADER, TOTAL, WindowsState, decode_windows_state
 
 

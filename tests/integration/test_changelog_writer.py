@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
-from service.dlq_read import DlqRecord
-from service.dlq_replay import Sender
+from service.dlq.read import DlqRecord
+from service.dlq.replay import Sender
 from tests.helpers import create_topic, read_topic
 from topics.clock import wait_until
 from topics.errors import BrewError

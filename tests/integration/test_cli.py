@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.cli import cli
+from service.cli.main import cli
 from tests.helpers import BREW, brew
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection

@@ -19,7 +19,7 @@ from restorer.faults import FaultPlan
 from restorer.store import StateDir, Store
 from service.drink_count.pipeline import BoardConfig, run
 from service.drink_count.sink import DrinkCountSink
-from service.runner import RunConfig
+from service.engine.runner import RunConfig
 from tests.corpus import BAD_ORDERS
 from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import wait_until
@@ -239,8 +239,8 @@ def test_the_log_lines_readers_rely_on_match_what_the_daemon_writes(pipe: Pipeli
     """Drills, the benchmark and tools read the ready and batch lines with these patterns."""
     from restorer.reader import RESTORED
     from service.drink_count.pipeline import BATCH_PATTERN
-    from service.query import READY_PATTERN
-    from service.sink import ANY_BATCH
+    from service.engine.query import READY_PATTERN
+    from service.engine.sink import ANY_BATCH
 
     orders = make_orders(150, seed=8)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.jvm_archive import CACHE_ENV
+from service.spark.jvm_archive import CACHE_ENV
 from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from tests.integration.test_drink_count import make_orders
 from topics.clock import wait_until

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from service.drink_count.aggregate import aggregate_batch, order_gate
 from service.drink_count.orders import BadOrder, count_drinks
-from service.limits import MAX_NAME_BYTES
+from service.records.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 from tests.unit.test_orders import (
     JSON_PREFIXES,

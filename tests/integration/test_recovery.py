@@ -16,7 +16,7 @@ from restorer.codec import StoreState, commit_prefix, decode_entries
 from restorer.store import Store
 from sandbox.broker import Sandbox, down, free_port, up
 from service.drink_count.pipeline import BoardConfig, run
-from service.runner import RunConfig
+from service.engine.runner import RunConfig
 from tests.corpus import BAD_ORDERS
 from tests.helpers import (
     Pipeline,

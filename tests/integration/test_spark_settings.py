@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.spark_conf import DEFAULTS
+from service.spark.conf import DEFAULTS
 from tests.helpers import brew
 from topics.kafka import KafkaConnection
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.metrics import Metrics
+from service.ops.metrics import Metrics
 
 RULES_DIR = Path(__file__).parents[2] / "deploy" / "prometheus"
 RULES = RULES_DIR / "alerts.yml"

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.dlq import source_headers
-from service.dlq_read import DlqRecord, NotDlq, Selection, decode_dlq, parse_since
-from service.dlq_show import summarize, summary_json, summary_text
+from service.dlq.read import DlqRecord, NotDlq, Selection, decode_dlq, parse_since
+from service.dlq.records import source_headers
+from service.dlq.show import summarize, summary_json, summary_text
 from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_line, encode_line
 from topics.errors import BrewError
 from topics.feed import file_records

@@ -1,6 +1,6 @@
 import pytest
 
-from service.durations import format_duration, parse_duration
+from topics.clock import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.limits import MAX_NAME_BYTES
+from service.records.limits import MAX_NAME_BYTES
 from service.windows.events import MAX_AMOUNT, MAX_EVENT_NS, BadEvent, Event, decode_event_time, parse_event
 
 # The JSON-as-raw-text strategies and the strict JSON reading are shared with the orders tests.

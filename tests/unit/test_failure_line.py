@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.query import failure_line
+from service.engine.query import failure_line
 
 PY4J = """An error occurred while calling o151.getResult.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 1.0 failed

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from restorer.codec import PROCESSED_ORDERS, commit_key, drink_key, encode_u64, meta_key, offset_key
 from restorer.store import Store
-from service.health import ACTIVE, FENCED, RESTORING, STANDBY, Health
-from service.http_api import HttpApi, bind_problem, serve_http, serving
-from service.metrics import Metrics
+from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, Health
+from service.ops.http_api import HttpApi, bind_problem, serve_http, serving
+from service.ops.metrics import Metrics
 from topics.errors import BrewError
 
 TOKEN = "t0ken-never-echoed"

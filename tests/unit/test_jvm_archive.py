@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service import jvm_archive
-from service.jvm_archive import MAGIC, Plan, plan
+from service.spark import jvm_archive
+from service.spark.jvm_archive import MAGIC, Plan, plan
 
 REGION_LINE = ("[23.6s][info][cds] Shared file region ({name})  {i}: {size} bytes, addr 0x0000000800bc7000 "
                "file offset 0x{offset:08x} crc 0x99649694\n")

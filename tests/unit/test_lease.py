@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.lease import FREE, HELD, LAPSED, RELEASED, Announcement, Seen, lease_state, overtaken
+from service.instance.lease import FREE, HELD, LAPSED, RELEASED, Announcement, Seen, lease_state, overtaken
 
 ROLES = ("starting", "restoring", "active", "standby", "fenced", "stopped")
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from service.drink_count.aggregate import merge_partials, partial_counts
 from service.drink_count.orders import BadOrder, count_drinks, count_plain
-from service.limits import MAX_NAME_BYTES
+from service.records.limits import MAX_NAME_BYTES
 from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 from topics.orders_gen import OrderGenerator
 

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from restorer.codec import StoreState
 from service.drink_count.topn import board_text, counts_text, top_n
-from service.lease import Announcement
-from service.limits import printable
-from service.status import InstanceView, Status, status_text
+from service.instance.lease import Announcement
+from service.ops.status import InstanceView, Status, status_text
+from service.records.limits import printable
 
 # Names are valid keys whatever they hold; a terminal must not take them for commands.
 _HOSTILE = ["latte\n  1. forged  999999", "\x1b[2J\x1b[Hcleared", "mocha\r", "tea\u202eetal", "a\tb"]

@@ -21,7 +21,7 @@ from restorer.codec import (
     meta_key,
     offset_key,
 )
-from service.queries import (
+from service.ops.queries import (
     MAX_TOP,
     BadQuery,
     counts_answer,

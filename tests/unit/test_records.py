@@ -6,7 +6,7 @@ from confluent_kafka import KafkaError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.badrecords import CarryBudget, carry
+from service.records.badrecords import CarryBudget, carry
 from topics.partitioner import murmur2, murmur2_partition
 from topics.records import KEY_KEEP, RECORD_OVERHEAD, fit_record, is_fatal
 

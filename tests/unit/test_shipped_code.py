@@ -5,15 +5,15 @@ import sys
 import zipfile
 from pathlib import Path
 
-from service.shipped_code import code_zip, package_sources, zip_bytes
+from service.spark.shipped_code import code_zip, package_sources, zip_bytes
 
 
 def test_the_zip_holds_every_module_of_the_packages_and_only_sources(tmp_path: Path) -> None:
     path = code_zip(tmp_path)
     names = zipfile.ZipFile(path).namelist()
     assert all(n.endswith(".py") for n in names)
-    for module in ("service/drink_count/aggregate.py", "service/windows/aggregate.py", "service/badrecords.py",
-                   "service/limits.py", "topics/event_time.py", "restorer/__init__.py", "sandbox/jars.py"):
+    for module in ("service/drink_count/aggregate.py", "service/windows/aggregate.py", "service/records/badrecords.py",
+                   "service/records/limits.py", "topics/event_time.py", "restorer/__init__.py", "sandbox/jars.py"):
         assert module in names
     assert not any("__pycache__" in n for n in names)
 

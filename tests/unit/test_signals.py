@@ -5,7 +5,7 @@ import sys
 
 PROBE = """
 import os, signal, time
-from service.signals import stop_on_signals
+from service.instance.signals import stop_on_signals
 
 with stop_on_signals() as stop:
     # Hold the event's lock as a first handler does inside Event.set, and let a second

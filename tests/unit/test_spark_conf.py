@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.spark_conf import (
+from service.spark.conf import (
     DEFAULTS,
     ConfError,
     defaults_file,

@@ -4,7 +4,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.start_point import EARLIEST, checkpoint_resume_offsets, choose_start
+from service.engine.start_point import EARLIEST, checkpoint_resume_offsets, choose_start
 
 T = "brew.orders.v1"
 
@@ -71,7 +71,7 @@ GOOD = 'v1\n{"batchWatermarkMs":0}\n{"brew.orders.v1":{"0":5,"1":7}}'
 
 
 def test_a_whole_checkpoint_has_no_problem_and_tells_a_batch_end(tmp_path: Path) -> None:
-    from service.start_point import batch_end_offsets, checkpoint_problem
+    from service.engine.start_point import batch_end_offsets, checkpoint_problem
 
     root = _checkpoint(tmp_path / "c", {0: GOOD, 1: GOOD}, [0])
     assert checkpoint_problem(root, T) is None
@@ -81,7 +81,7 @@ def test_a_whole_checkpoint_has_no_problem_and_tells_a_batch_end(tmp_path: Path)
 
 
 def test_damaged_checkpoints_are_named(tmp_path: Path) -> None:
-    from service.start_point import checkpoint_problem
+    from service.engine.start_point import checkpoint_problem
 
     for i, (offsets, commits) in enumerate([
         ({0: GOOD, 1: GOOD[: len(GOOD) // 2]}, [0]),  # truncated last offsets log
@@ -93,7 +93,7 @@ def test_damaged_checkpoints_are_named(tmp_path: Path) -> None:
 
 
 def test_input_gaps_name_lost_and_reset_partitions() -> None:
-    from service.start_point import input_gaps
+    from service.engine.start_point import input_gaps
 
     gaps = input_gaps({0: 10, 1: 50, 2: 5}, {0: (30, 60), 1: (0, 20), 2: (0, 9)}, recreated=False)
     assert [(g.partition, g.reset, g.lost) for g in gaps] == [(0, False, 20), (1, True, 0)]
@@ -102,7 +102,7 @@ def test_input_gaps_name_lost_and_reset_partitions() -> None:
 
 
 def test_the_replay_filter_is_needed_only_below_the_store() -> None:
-    from service.start_point import PlannedBatch
+    from service.engine.start_point import PlannedBatch
 
     assert PlannedBatch({0: 10, 1: 5}).replay_filter({0: 10, 1: 5}) == {}
     assert PlannedBatch({0: 8, 1: 5}).replay_filter({0: 10, 1: 5}) == {0: 10}
@@ -116,7 +116,7 @@ _offsets = st.dictionaries(st.integers(0, 4), st.integers(0, 30), max_size=5)
 @given(seen=_offsets, end=st.none() | _offsets, applied=_offsets)
 def test_a_batch_ends_at_the_furthest_of_its_rows_and_its_plan(seen: dict[int, int], end: dict[int, int] | None,
                                                                applied: dict[int, int]) -> None:
-    from service.start_point import PlannedBatch
+    from service.engine.start_point import PlannedBatch
 
     ends = PlannedBatch(None, end).ends(seen, applied)
     for p in {*seen, *(end or {})}:
@@ -126,7 +126,7 @@ def test_a_batch_ends_at_the_furthest_of_its_rows_and_its_plan(seen: dict[int, i
 
 
 def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
-    from service.start_point import batch_start_offsets
+    from service.engine.start_point import batch_start_offsets
 
     root = _checkpoint(tmp_path / "c", {0: GOOD, 1: GOOD}, [0])
     (root / "sources" / "0").mkdir(parents=True)
@@ -137,7 +137,7 @@ def test_a_batch_starts_where_the_previous_ended(tmp_path: Path) -> None:
 
 
 def test_a_batch_plans_nothing_only_when_it_starts_where_it_ends_everywhere(tmp_path: Path) -> None:
-    from service.start_point import planned_batch
+    from service.engine.start_point import planned_batch
 
     def planned_nothing(root: Path, batch_id: int, topic: str) -> bool:
         return planned_batch(root, batch_id, topic).reads_nothing

@@ -1,7 +1,7 @@
 """stop_session: the session stops without waiting on pyspark's accumulator server.
 
 pyspark's own stop shuts that server down and waits, up to a second, for the thread that
-serves it (see ``service.spark_session._take_accumulator_server``). A fake session stands
+serves it (see ``service.spark.session._take_accumulator_server``). A fake session stands
 in for pyspark here: what is checked is the order of calls, not a time."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from service.spark_session import stop_session
+from service.spark.session import stop_session
 from topics.clock import wait_until
 
 

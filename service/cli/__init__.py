@@ -1,0 +1,15 @@
+"""The ``brewstream`` command line. Commands are thin: parse flags, call a module, print.
+
+``main`` holds the commands, ``common`` what every command shares (help settings,
+durations, the Kafka and topic options), ``spark_options`` the Spark flags of the commands
+that start a session, ``spark_cluster`` the local Spark cluster's command.
+"""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: every failure is one line on stderr and a non-zero exit."""
+    from service.cli.main import main as run
+
+    run(argv)

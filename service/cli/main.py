@@ -1,0 +1,687 @@
+"""The ``brewstream`` command line. Commands are thin: parse flags, call a module, print."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from service.cli.common import CONTEXT, DURATION, F, kafka_options, topic_prefix_option
+from service.cli.spark_cluster import spark_cluster
+from service.cli.spark_options import master_of, spark_options, spark_run_args
+from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
+from service.instance.signals import Terminated, stop_on_signals, terminate_by_exception
+from service.records.limits import MAX_NAME_BYTES
+from service.webboard.command import board_cmd
+from topics.clock import format_duration
+from topics.errors import BrewError, disk_problem, one_line
+from topics.kafka import KafkaConnection, require_broker, show_client_logs
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="brewstream", prog_name="brewstream", message="%(prog)s %(version)s",
+                      help="Print the version and exit.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True, help="Log level of brewstream's own messages.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per log line, batch figures as fields.")
+def cli(log_level: str, log_format: str) -> None:
+    """brewstream: exact stateful drink counts over Kafka with Spark and RocksDB."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                                           rename_fields={"asctime": "time", "levelname": "level",
+                                                          "name": "logger"}))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
+    show_client_logs(log_level == "debug")
+
+
+# ---------------------------------------------------------------- sandbox
+
+@cli.group(context_settings=CONTEXT)
+def sandbox() -> None:
+    """A local single-node KRaft Kafka broker on 127.0.0.1 (jars from Maven)."""
+
+
+def sandbox_options(fn: F) -> F:
+    fn = click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".sandbox/kafka"),
+                      show_default=True, help="Where the broker keeps its config, logs and pid.")(fn)
+    return click.option("--port", type=click.IntRange(1, 65535), default=19092, show_default=True,
+                        help="Client port on 127.0.0.1.")(fn)
+
+
+@sandbox.command("up", context_settings=CONTEXT)
+@sandbox_options
+def sandbox_up(port: int, data_dir: Path) -> None:
+    """Start the broker in the background and wait until it serves (idempotent)."""
+    from sandbox.broker import Sandbox, up
+
+    click.echo(up(Sandbox(port, data_dir)))
+
+
+@sandbox.command("down", context_settings=CONTEXT)
+@sandbox_options
+def sandbox_down(port: int, data_dir: Path) -> None:
+    """Stop the broker cleanly."""
+    from sandbox.broker import Sandbox, down
+
+    click.echo(down(Sandbox(port, data_dir)))
+
+
+@sandbox.command("status", context_settings=CONTEXT)
+@sandbox_options
+def sandbox_status(port: int, data_dir: Path) -> int:
+    """Say whether the broker serves; exit 1 when it does not."""
+    from sandbox.broker import Sandbox, status
+
+    serving, text = status(Sandbox(port, data_dir))
+    click.echo(text)
+    return 0 if serving else 1
+
+
+# ---------------------------------------------------------------- topics
+
+@cli.group(context_settings=CONTEXT)
+def topics() -> None:
+    """Create, delete or describe every brewstream topic."""
+
+
+@topics.command("create", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Partitions of each topic.")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas of each partition.")
+def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int) -> None:
+    """Create all topics; one that already exists is fine. The changelog is compacted."""
+    from topics.admin import create_topics
+    from topics.catalog import Topics
+
+    for name, outcome in create_topics(conn, partitions, replication_factor,
+                                       Topics(topic_prefix)):
+        click.echo(f"{outcome:8} {name}")
+
+
+@topics.command("delete", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+def topics_delete(conn: KafkaConnection, topic_prefix: str) -> None:
+    """Delete all topics (their data is gone)."""
+    from topics.admin import delete_topics
+    from topics.catalog import Topics
+
+    for name, outcome in delete_topics(conn, Topics(topic_prefix)):
+        click.echo(f"{outcome:8} {name}")
+
+
+@topics.command("describe", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+def topics_describe(conn: KafkaConnection, topic_prefix: str) -> None:
+    """Partitions, replication factor and non-default configs of each topic."""
+    from topics.admin import describe_topics
+    from topics.catalog import Topics
+
+    for item in describe_topics(conn, Topics(topic_prefix)):
+        if isinstance(item, str):
+            click.echo(f"{item}  absent")
+            continue
+        configs = " ".join(f"{k}={v}" for k, v in sorted(item.config.items()))
+        click.echo(f"{item.name}  partitions={item.partitions} replication={item.replication_factor}"
+                   + (f"  {configs}" if configs else ""))
+
+
+# ---------------------------------------------------------------- seed-orders
+
+@cli.command("seed-orders", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@click.option("--count", type=click.IntRange(min=0), default=None,
+              help="Stop after this many orders.  [default: run until Ctrl+C]")
+@click.option("--rate", type=DURATION, default="1s", show_default=True,
+              help="Interval between bursts of --burst orders; 0 sends as fast as possible.")
+@click.option("--burst", type=click.IntRange(min=1), default=12, show_default=True,
+              help="Orders sent at each tick of --rate.")
+@click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Produce this JSON-lines file verbatim, one record a line.")
+@click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
+def seed_orders(conn: KafkaConnection, topic_prefix: str, count: int | None, rate: float, burst: int,
+                file_: Path | None, seed: int | None) -> int:
+    """Produce Brew orders to brew.orders.v1 (keyed by shop_id)."""
+    from topics.catalog import Topics
+    from topics.feed import file_records, generated_records, produce
+
+    orders_topic = Topics(topic_prefix).orders
+    require_broker(conn)
+    records = file_records(file_) if file_ else generated_records(seed)
+    if file_ is None:
+        pace = f"{burst} orders every {format_duration(rate)}" if rate else "as fast as possible"
+        click.echo(f"seed-orders: {pace} to {orders_topic}"
+                   + (f", {count} in all" if count is not None else " until Ctrl+C"), err=True)
+    with stop_on_signals() as stop:
+        result = produce(conn, records, topic=orders_topic, count=count, interval_s=rate, per_tick=burst, stop=stop)
+    click.echo(f"seed-orders: sent {result.sent} records to {orders_topic}"
+               + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
+    return 1 if result.failed else 0
+
+
+# ---------------------------------------------------------------- drink-count
+
+def state_dir_option(default: str | None) -> Callable[[F], F]:
+    return click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+                        default=Path(default) if default else None, show_default=True,
+                        help="Folder of the RocksDB store and its lock."
+                             + ("" if default else "  [default: state/<store>]"))
+
+
+def store_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]),
+                        default="drink-count", show_default=True, help=help_text)
+
+
+def pipeline_options(name: str) -> Callable[[F], F]:
+    """The flags every pipeline shares; ``name`` picks the default folders."""
+    def decorate(fn: F) -> F:
+        for opt in reversed([
+            kafka_options,
+            topic_prefix_option,
+            state_dir_option(f"state/{name}"),
+            click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
+                         default=Path(f"state/checkpoints/{name}"), show_default=True,
+                         help="Spark's checkpoint folder for the query."),
+            click.option("--trigger", "trigger_s", type=DURATION, default=f"{round(DEFAULT_TRIGGER_S * 1000)}ms",
+                         show_default=True,
+                         help="Micro-batch interval."),
+            click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
+                         default=DEFAULT_MAX_OFFSETS_PER_TRIGGER, show_default=True,
+                         help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),
+            click.option("--available-now", is_flag=True,
+                         help="Process the backlog present at start, print a final report and exit 0."),
+            spark_options,
+            click.option("--auto-restore/--no-auto-restore", default=True, show_default=True,
+                         help="Rebuild an empty or missing store from the changelog before starting."),
+            click.option("--instance", default=None,
+                         help="Name this instance announces in its lease (logs, status).  "
+                              "[default: host:state dir name]"),
+            click.option("--max-name-bytes", type=click.IntRange(1, 65_535), default=MAX_NAME_BYTES,
+                         show_default=True,
+                         help="Longest drink name or shop id (UTF-8 bytes); longer ones make a record bad."),
+            click.option("--accept-changelog-loss", is_flag=True,
+                         help="Restore from a changelog that lost its oldest records (or publish the store to "
+                              "one that lost records it had not applied) instead of refusing to start."),
+            click.option("--accept-input-loss", is_flag=True,
+                         help="Skip input the topic no longer holds (deleted, or the topic re-created) instead "
+                              "of refusing to start; logged and counted."),
+            click.option("--standby", is_flag=True,
+                         help="Run as a hot standby: restore the store, follow the changelog and take over when "
+                              "the active instance's lease lapses; a fenced active goes back to standby."),
+            click.option("--lease-interval", "lease_interval_s", type=DURATION,
+                         default=format_duration(LEASE_INTERVAL_S),
+                         show_default=True, help="How often the active instance announces itself on Kafka."),
+            click.option("--takeover-timeout", "takeover_timeout_s", type=DURATION,
+                         default=format_duration(TAKEOVER_TIMEOUT_S), show_default=True,
+                         help="Silence after which another instance's lease counts as lapsed."),
+            click.option("--http-port", "--metrics-port", "metrics_port", type=click.IntRange(1, 65535),
+                         default=None, help="Serve /metrics, /healthz, /readyz and the store's JSON API (/api/…) "
+                                            "on this port.  [default: off]"),
+            click.option("--http-host", "--metrics-host", "metrics_host", default="127.0.0.1", show_default=True,
+                         help="Address the HTTP server binds to; beyond loopback it needs --http-token-file "
+                              "or --http-insecure."),
+            click.option("--http-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                         default=None, help="File holding a bearer token that /metrics and /api/… ask for "
+                                            "(the probes stay open).  [default: no token]"),
+            click.option("--http-insecure", is_flag=True,
+                         help="Serve beyond loopback without a token."),
+        ]):
+            fn = opt(fn)
+        return fn
+    return decorate
+
+
+def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkpoint_dir: Path, trigger_s: float,
+               max_offsets_per_trigger: int | None, available_now: bool, master: str | None, auto_restore: bool,
+               instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
+               http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
+               standby: bool, lease_interval_s: float, takeover_timeout_s: float, spark_conf: dict[str, str],
+               min_partitions: int | None) -> Any:
+    from service.engine.runner import RunConfig
+    from service.ops.http_api import bind_problem
+    from topics.catalog import Topics
+
+    if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
+        raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
+    problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
+    if metrics_port is not None and problem:
+        raise click.BadParameter(problem)
+    return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger, available_now,
+                     master_of(master, spark_conf), auto_restore, instance, Topics(topic_prefix), metrics_host,
+                     metrics_port, max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
+                     accept_input_loss=accept_input_loss, lease_interval_s=lease_interval_s,
+                     takeover_timeout_s=takeover_timeout_s, standby=standby, http_token_file=http_token_file,
+                     http_insecure=http_insecure, spark_conf=spark_conf, min_partitions=min_partitions)
+
+
+@cli.command("run", context_settings=CONTEXT)
+@pipeline_options("drink-count")
+@click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
+              help="Interval of the top-N board (stdout and brew.drink-counts).")
+@click.option("--top-n", type=click.IntRange(min=1), default=10, show_default=True, help="Rows on the board.")
+def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
+    """The drink-count daemon: brew.orders.v1 -> exact counts in RocksDB + changelog, top-N board."""
+    from service.drink_count.pipeline import BoardConfig, run
+
+    if flush_s <= 0:
+        raise click.BadParameter("--flush must be above 0")
+    return run(run_config(**common), BoardConfig(flush_s, top_n))
+
+
+@cli.command("windows", context_settings=CONTEXT)
+@pipeline_options("windows")
+@click.option("--window", "window_s", type=DURATION, default="1m", show_default=True,
+              help="Window size (tumbling, or hopping with --hop); also the printed table's window.")
+@click.option("--hop", "hop_s", type=DURATION, default=None, help="Hop of hopping windows (at most --window).")
+@click.option("--session-gap", "gap_s", type=DURATION, default=None,
+              help="Session windows per shop, closed after this much event time without events.")
+@click.option("--watermark-delay", "delay_s", type=DURATION, default="1m", show_default=True,
+              help="Watermark = max event time per partition minus this, min over partitions.")
+@click.option("--idle-timeout", "idle_s", type=DURATION, default="30s", show_default=True,
+              help="A partition without data this long stops holding the watermark back.")
+@click.option("--allowed-lateness", "allowed_s", type=DURATION, default="0", show_default=True,
+              help="Windows stay open this long after the watermark passes their end.")
+@click.option("--emit", type=click.Choice(["final", "early"]), default="final", show_default=True,
+              help="final: one result per window; early: also a provisional one and revisions.")
+@click.option("--print", "print_s", type=DURATION, default="5s", show_default=True, help="Table interval.")
+@click.option("--print-windows", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Windows shown in the table.")
+@click.option("--from", "start_from", type=click.Choice(["latest", "earliest"]), default="latest",
+              show_default=True, help="Where a brand-new store starts reading the events.")
+def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
+                allowed_s: float, emit: str, print_s: float, print_windows: int, start_from: str,
+                **common: Any) -> int:
+    """Event-time windows over brew.order-events.v1 with a watermark, allowed lateness and a late output."""
+    from service.windows.pipeline import TableConfig, run, windows_config
+
+    if print_s <= 0:
+        raise click.BadParameter("--print must be above 0")
+    try:
+        cfg = windows_config(window_s, hop_s, gap_s, delay_s, idle_s, allowed_s, emit == "early", print_windows)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
+
+
+@cli.command("events", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@click.option("--rate", type=DURATION, default="50ms", show_default=True, help="Interval between events.")
+@click.option("--count", type=click.IntRange(min=0), default=None, help="Stop after this many events.")
+@click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
+@click.option("--shops", type=click.IntRange(min=1), default=80, show_default=True, help="Shops (record keys).")
+@click.option("--event-lag-max", type=DURATION, default="60s", show_default=True,
+              help="Event time lags processing time by up to this much.")
+@click.option("--late-prob", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+              help="Share of events from an offline till, lagging much more.")
+@click.option("--late-lag-min", type=DURATION, default="90s", show_default=True, help="Least lag of those.")
+@click.option("--late-lag-max", type=DURATION, default="240s", show_default=True, help="Most lag of those.")
+def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int | None, seed: int | None, shops: int,
+               event_lag_max: float, late_prob: float, late_lag_min: float, late_lag_max: float) -> int:
+    """Produce order events with an event-time header to brew.order-events.v1 (seed 01's generator)."""
+    from topics.catalog import Topics
+    from topics.events_gen import EventGenerator, EventsConfig, EventStream
+    from topics.feed import produce
+
+    require_broker(conn)
+    topic = Topics(topic_prefix).events
+    ns = 10**9
+    events = EventStream(EventGenerator(EventsConfig(shops, int(event_lag_max * ns), late_prob,
+                                                     int(late_lag_min * ns), int(late_lag_max * ns)), seed))
+
+    def progress(sent: int) -> None:
+        if sent % 50 == 0:
+            click.echo(f"sent={sent} late={events.late}")
+
+    with stop_on_signals() as stop:
+        result = produce(conn, events, topic=topic, count=count, interval_s=rate, per_tick=1, stop=stop,
+                         on_progress=progress)
+    click.echo(f"events: sent {result.sent} events to {topic} ({events.late} late)"
+               + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
+    return 1 if result.failed else 0
+
+
+@cli.command("restore", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@store_option("Which store to rebuild (its changelog and default state dir).")
+@state_dir_option(None)
+@click.option("--clean", is_flag=True, help="Delete the existing store first.")
+@click.option("--accept-changelog-loss", is_flag=True,
+              help="Restore what is left of a changelog that lost its oldest records instead of refusing.")
+def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool,
+                accept_changelog_loss: bool) -> None:
+    """Rebuild a store from its changelog, up to the end offsets."""
+    from restorer.restore import restore_store
+    from service.cli.stores import store_kind
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    kind = store_kind(store_name, Topics(topic_prefix))
+    result = restore_store(conn, kind.changelog.name, state_dir or kind.default_state_dir, clean,
+                           accept_changelog_loss, kind.check_value)
+    click.echo(result.summary())
+
+
+@cli.command("republish-changelog", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@store_option("Which store's changelog to rebuild.")
+@state_dir_option(None)
+@click.option("--partitions", type=click.IntRange(min=1), required=True,
+              help="Partitions of the new changelog.")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas of each partition of the new changelog.")
+def republish_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None,
+                  partitions: int, replication_factor: int) -> None:
+    """Move a store to a changelog with another partition count: re-create the changelog and
+    publish the whole store to it (restoring the store from the old changelog first if it
+    is gone). Stop the daemon first."""
+    from restorer.restore import republish_changelog
+    from service.cli.stores import store_kind
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    kind = store_kind(store_name, Topics(topic_prefix))
+    click.echo(republish_changelog(conn, kind.changelog.name, kind.changelog.config,
+                                   state_dir or kind.default_state_dir, partitions, replication_factor,
+                                   kind.check_value))
+
+
+@cli.command("counts", context_settings=CONTEXT)
+@state_dir_option("state/drink-count")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"counts\": …, \"offsets\": …} as JSON.")
+@click.option("--top-n", type=click.IntRange(min=1), default=None, help="Only the top N drinks (text output).")
+def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
+    """Print the store: counts per drink and the next input offset per partition."""
+    import orjson
+
+    from restorer.store import StateDir, Store
+    from service.drink_count.topn import counts_text
+
+    with Store(StateDir(state_dir).store_path, read_only=True) as store:
+        state = store.read_all()
+    click.echo(orjson.dumps(state.as_json()).decode() if as_json else counts_text(state, top_n))
+
+
+@cli.command("status", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@store_option("Which pipeline's store to look at.")
+@state_dir_option(None)
+@click.option("--max-lag", type=click.IntRange(min=0), default=None,
+              help="Exit 3 when the total input lag is above this (a health check).")
+@click.option("--max-batch-age", type=DURATION, default=None,
+              help="Exit 3 when the last committed batch is older than this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, max_lag: int | None,
+               max_batch_age: float | None, as_json: bool) -> int:
+    """Stored offsets, end offsets and lag of a store; exit 3 past --max-lag or --max-batch-age."""
+    import time
+
+    import orjson
+
+    from service.cli.stores import store_kind
+    from service.ops.status import health_problems, read_status, status_text
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    kind = store_kind(store_name, Topics(topic_prefix))
+    status = read_status(conn, state_dir or kind.default_state_dir, kind.input_topic,
+                         Topics(topic_prefix).instances, kind.changelog.name)
+    now = time.time()
+    click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
+    problems = health_problems(status, now, max_lag, max_batch_age)
+    for problem in problems:
+        click.echo(f"unhealthy: {problem}", err=True)
+    return 3 if problems else 0
+
+
+# ---------------------------------------------------------------- drills
+
+@cli.group(context_settings=CONTEXT)
+def drill() -> None:
+    """Recovery drills: kill the daemon (and lose its disk) and compare with an oracle."""
+
+
+def drill_options(fn: F) -> F:
+    for opt in reversed([
+        kafka_options,
+        click.option("--orders", type=click.IntRange(min=100), default=20_000, show_default=True,
+                     help="Orders to feed (about 1% of them malformed)."),
+        click.option("--kills", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="How many times the daemon is killed."),
+        click.option("--seed", type=int, default=1, show_default=True, help="Seed of the orders and the kills."),
+        click.option("--max-kill-delay", type=DURATION, default="10s", show_default=True,
+                     help="Random kills land up to this long after the first batch of a run."),
+        click.option("--feed-time", type=DURATION, default=None,
+                     help="Spread the feed over this long.  [default: 25s per kill]"),
+        click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("state/drills"), show_default=True,
+                     help="Where each drill keeps its state dir, checkpoint and daemon logs."),
+        click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards."),
+        spark_options,
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
+           feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+           spark_conf: dict[str, str], min_partitions: int | None) -> int:
+    from service.drills.recovery import DrillConfig, run_drill
+
+    result = run_drill(DrillConfig(conn, mode, orders, kills, seed, work_dir, max_kill_delay,
+                                   feed_time, keep_topics=keep_topics,
+                                   run_args=spark_run_args(master, spark_conf, min_partitions)))
+    return 0 if result.exact else 3
+
+
+@drill.command("kill9", context_settings=CONTEXT)
+@drill_options
+def drill_kill9(**kw: Any) -> int:
+    """SIGKILL the daemon at random moments and at each fault point; exit 3 unless exact."""
+    return _drill("kill9", **kw)
+
+
+@drill.command("failover", context_settings=CONTEXT)
+@kafka_options
+@click.option("--orders", type=click.IntRange(min=100), default=20_000, show_default=True,
+              help="Orders to feed (about 1% of them malformed).")
+@click.option("--kills", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many times the active is killed (each a failover).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the orders and the kills.")
+@click.option("--max-kill-delay", type=DURATION, default="5s", show_default=True,
+              help="Random kills land up to this long after the active is ready.")
+@click.option("--feed-time", type=DURATION, default=None,
+              help="Spread the feed over this long.  [default: 25s per kill]")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
+              show_default=True, help="Where the drill keeps both instances' state dirs, checkpoints and logs.")
+@click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+@spark_options
+def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
+                   feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+                   spark_conf: dict[str, str], min_partitions: int | None) -> int:
+    """An active and a standby; kill the active again and again (random moments and fault points),
+    time each failover; exit 3 unless exact."""
+    from service.drills.failover import run_failover_drill
+    from service.drills.recovery import DrillConfig
+
+    result = run_failover_drill(DrillConfig(conn, "failover", orders, kills, seed, work_dir, max_kill_delay,
+                                            feed_time, keep_topics=keep_topics,
+                                            run_args=spark_run_args(master, spark_conf, min_partitions)))
+    return 0 if result.exact else 3
+
+
+@drill.command("disk-loss", context_settings=CONTEXT)
+@drill_options
+def drill_disk_loss(**kw: Any) -> int:
+    """Like kill9, and delete the state dir and/or checkpoint before restarts; exit 3 unless exact."""
+    return _drill("disk-loss", **kw)
+
+
+# ---------------------------------------------------------------- dlq
+
+@cli.group(context_settings=CONTEXT)
+def dlq() -> None:
+    """Work the dead-letter queue (brew.orders.dlq): inspect, export for repair, replay."""
+
+
+class Since(click.ParamType):
+    name = "when"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        import time
+
+        from service.dlq.read import parse_since
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_since(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def dlq_options(fn: F) -> F:
+    for opt in reversed([
+        kafka_options,
+        topic_prefix_option,
+        click.option("--reason", default=None,
+                     help="Only records whose reason contains this text (any case).  [default: all]"),
+        click.option("--since", "since_ms", type=Since(), default=None,
+                     help="Only records from this time on: a duration back from now (30m, 2h) or a time such "
+                          "as 2026-11-23T10:00:00Z.  [default: all]"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@dlq.command("show", context_settings=CONTEXT)
+@dlq_options
+@click.option("--samples", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Records shown per reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, samples: int,
+             as_json: bool) -> None:
+    """DLQ records grouped by reason: counts, time span, how many were replayed, samples."""
+    import orjson
+
+    from service.dlq.read import Selection, read_dlq
+    from service.dlq.replay import read_ledger
+    from service.dlq.show import summarize, summary_json, summary_text
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    t, selection = Topics(topic_prefix), Selection(reason, since_ms)
+    records = (r for r in read_dlq(conn, t.dlq, selection.since_ms) if selection.wants(r))
+    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays, missing_ok=True), samples)
+    click.echo(orjson.dumps(summary_json(summary)).decode() if as_json else summary_text(summary))
+
+
+@dlq.command("export", context_settings=CONTEXT)
+@dlq_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the JSON lines to this file.  [default: stdout]")
+def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None,
+               out: Path | None) -> None:
+    """DLQ records as JSON lines (source topic, partition and offset, reason, key, value) to repair
+    with any tool; feed a repaired file back with `seed-orders --file`."""
+    from service.dlq.export import export
+    from service.dlq.read import Selection
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    dlq_topic = Topics(topic_prefix).dlq
+    if out is None:
+        result = export(conn, dlq_topic, Selection(reason, since_ms), sys.stdout.buffer.write)
+        sys.stdout.flush()
+    else:
+        with open(out, "wb") as fh:
+            result = export(conn, dlq_topic, Selection(reason, since_ms), fh.write)
+    click.echo(result.summary(str(out) if out else "stdout"), err=True)
+
+
+@dlq.command("replay", context_settings=CONTEXT)
+@dlq_options
+@click.option("--dry-run", is_flag=True, help="List what would be replayed; send nothing.")
+@click.option("--batch", type=click.IntRange(1, 100_000), default=500, show_default=True,
+              help="Records per Kafka transaction.")
+def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, dry_run: bool,
+               batch: int) -> None:
+    """Send selected DLQ records back to their input topic (bytes and key untouched), each exactly
+    once even if interrupted and run again: for failures that were a rule or an upstream bug
+    since fixed. A record still bad lands in the DLQ again."""
+    from restorer.faults import FaultPlan, kill_process_and
+    from service.dlq.read import Selection
+    from service.dlq.replay import POINTS, replay
+    from topics.catalog import Topics
+
+    require_broker(conn)
+    faults = FaultPlan.from_env(kill_process_and(None), POINTS)
+    result = replay(conn, Topics(topic_prefix), Selection(reason, since_ms), dry_run, batch, faults)
+    for line in result.planned:
+        click.echo(f"  {line}")
+    click.echo(result.summary(dry_run))
+
+
+# ---------------------------------------------------------------- board
+
+cli.add_command(board_cmd)
+cli.add_command(spark_cluster)
+
+
+# ---------------------------------------------------------------- entry point
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every failure is one line on stderr and a non-zero exit."""
+    terminate_by_exception()
+    try:
+        code = cli.main(args=argv, prog_name="brewstream", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("brewstream: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        click.echo(f"brewstream: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    except BrewError as exc:
+        click.echo(f"brewstream: error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("brewstream: interrupted", err=True)
+        sys.exit(130)
+    except Terminated:
+        click.echo("brewstream: stopped by SIGTERM", err=True)
+        sys.exit(128 + signal.SIGTERM)
+    except Exception as exc:
+        # Nothing the user can act on reached us as a BrewError: still one line, the
+        # traceback only at debug level.
+        logging.getLogger("brewstream").debug("unexpected failure", exc_info=True)
+        problem = disk_problem(str(exc))
+        click.echo(f"brewstream: error: {one_line(exc)}" + (f"; {problem}" if problem else
+                   "; run with --log-level debug for the details"), err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""The streaming query of a pipeline: where it starts, starting it, waiting on it, and
+starting it again from the store's offsets where that helps (a checkpoint Spark cannot
+resume from, input Spark finds lost under it). Whatever stops it ends in one line naming
+the cause."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from restorer.changelog import ChangelogWriter
+from restorer.store import Store
+from service.engine.input_guard import check_input
+from service.engine.sink import SinkClosed
+from service.engine.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start
+from service.ops.metrics import Metrics
+from topics.errors import BrewError, disk_problem
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from service.engine.runner import BatchSink, Pipeline, RunConfig
+
+log = logging.getLogger("brewstream")
+
+# Logged once the store is open, fenced and caught up and Spark's session is up with its
+# Python workers, just before the query starts.
+READY_LINE = "%s: input=%s changelog=%s state=%s checkpoint=%s; %s"
+READY_PATTERN = re.compile(r"(?P<pipeline>[\w-]+): input=(?P<input>\S+) changelog=")
+# How many times one run starts its query again from the store's offsets (a damaged
+# checkpoint, input lost under it) before it gives up.
+QUERY_RESTARTS = 3
+
+
+def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink, store: Store,
+              changelog: ChangelogWriter, metrics: Metrics, input_partitions: list[int], stop: threading.Event,
+              lost: Callable[[], str | None], on_started: Callable[[StreamingQuery], None]) -> str | None:
+    """Start the query and wait for it, until ``stop`` or an available-now run's end; start
+    it again from the store's offsets where a restart can help. ``lost`` says why this
+    instance no longer holds the lease (its sink is then fenced)."""
+    for attempt in range(QUERY_RESTARTS + 1):
+        start = start_point(cfg.conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
+        log.info(READY_LINE, p.name, p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir,
+                 start.reason)
+        committed = sink.seq
+        query = start_query(spark, p, cfg, sink, start)
+        on_started(query)
+        failure = wait(query, sink, stop, lost)
+        if stop.is_set() and not sink.close(STOP_WAIT_S):
+            log.warning("the batch in flight did not finish within %.0fs; stopping it (the next start does it "
+                        "again)", STOP_WAIT_S)
+        stop_quietly(query.stop)
+        if failure is None:
+            return None
+        if isinstance(sink.failure, BrewError):
+            raise sink.failure  # our own refusal: it says what happened and what to do
+        line = failure_line(failure)
+        if attempt == QUERY_RESTARTS:
+            return line
+        if is_data_loss(failure):
+            # Spark compares with its checkpoint; the store decides whether anything it
+            # still has to count is gone (check_input refuses then, unless told).
+            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, metrics)
+            log.warning("Spark found input missing (%s); starting the query again from the store's offsets", line)
+        elif start.use_checkpoint and sink.seq == committed:
+            log.warning("the query failed before its first batch on the checkpoint in %s (%s); dropping the "
+                        "checkpoint and starting from the store's offsets", cfg.checkpoint_dir, line)
+        else:
+            return line
+        drop_checkpoint(cfg.checkpoint_dir)
+        sink.retry()
+    return None
+
+
+def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir: Path,
+                 partitions: list[int]) -> StartPoint:
+    problem = checkpoint_problem(checkpoint_dir, topic)
+    if problem is not None:
+        log.warning("the Spark checkpoint in %s is damaged (%s); dropping it: the store's offsets say where to "
+                    "start", checkpoint_dir, problem)
+        drop_checkpoint(checkpoint_dir)
+    consumer = conn.consumer()
+    try:
+        earliest = {p: low for p, (low, _) in end_offsets(consumer, topic, partitions).items()}
+    finally:
+        consumer.close()
+    checkpoint = checkpoint_resume_offsets(checkpoint_dir, topic)
+    start = choose_start(topic, partitions, store.next_offsets(topic), earliest, checkpoint)
+    if checkpoint is not None and not start.use_checkpoint:
+        log.warning(start.reason)
+        drop_checkpoint(checkpoint_dir)
+    return start
+
+
+def drop_checkpoint(checkpoint_dir: Path) -> None:
+    try:
+        shutil.rmtree(checkpoint_dir)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
+
+
+# Settings of Spark's Kafka source; a `java.<setting>` line in --kafka-config overrides any but
+# isolation.level (topics.kafka_config.OWNED_SETTINGS).
+SOURCE_DEFAULTS = {
+    # A task's last poll leaves a fetch for the next offsets in flight, which the broker
+    # holds for fetch.max.wait.ms (500 ms by default) when nothing new has arrived; the
+    # next batch's task on that partition then waits for it. At a low input rate that made
+    # every other batch half a second slower.
+    "kafka.fetch.max.wait.ms": "20",
+    # Spark's consumer asks the broker for the partition's offset range on every poll:
+    # with Kafka's default of 500 records a poll, a 1M backlog took thousands of blocking
+    # round trips. Bigger polls and fetches (BENCHMARKS.md, "Where a batch's time goes").
+    "kafka.max.poll.records": "20000",
+    "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "kafka.receive.buffer.bytes": str(1024 * 1024),
+    # Only committed input counts (invariant 7): an aborted upstream transaction is skipped.
+    "kafka.isolation.level": "read_committed",
+}
+
+
+def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
+                 start: StartPoint) -> StreamingQuery:
+    reader = (spark.readStream.format("kafka").options(**SOURCE_DEFAULTS).options(**cfg.conn.spark_options())
+              .option("subscribe", p.input_topic).options(**p.reader_options))
+    offsets = start.starting_offsets_json()
+    if offsets is not None:
+        reader = reader.option("startingOffsets", offsets)
+    if cfg.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    if cfg.min_partitions:
+        # More tasks than Kafka partitions: Spark splits each partition's offset range.
+        # Each task still returns partial rows for its own range only, so the merge on
+        # the driver is the same (and as exact) whatever the split.
+        reader = reader.option("minPartitions", str(cfg.min_partitions))
+    writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
+              .option("checkpointLocation", str(cfg.checkpoint_dir)))
+    if cfg.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(cfg.trigger_s * 1000)} milliseconds")
+    return writer.start()
+
+
+WARM_RECORDS = 300  # per partition: enough to load every class and path a batch takes
+WARM_TIMEOUT_S = 120.0
+
+
+def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
+    """Run the pipeline's batch once over the last records of its input, committing nothing:
+    a standby's Spark then has its Kafka source, planning and Python workers warm, and
+    its first batch after a takeover takes a fraction of a cold one."""
+    import json
+    import tempfile
+
+    consumer = cfg.conn.consumer()
+    try:
+        ends = end_offsets(consumer, p.input_topic, list(range(len(partitions_of(cfg.conn, p.input_topic)))))
+    finally:
+        consumer.close()
+    start = {p.input_topic: {str(q): max(low, high - WARM_RECORDS) for q, (low, high) in ends.items()}}
+
+    def dry_run(df: DataFrame, _batch_id: int) -> None:
+        p.dry_run(df)
+
+    with tempfile.TemporaryDirectory(prefix="brewstream-warm-") as checkpoint:
+        query = (spark.readStream.format("kafka").options(**SOURCE_DEFAULTS).options(**cfg.conn.spark_options())
+                 .option("subscribe", p.input_topic).options(**p.reader_options)
+                 .option("startingOffsets", json.dumps(start)).load()
+                 .writeStream.foreachBatch(dry_run)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        finished = query.awaitTermination(int(WARM_TIMEOUT_S))
+        if not finished:
+            query.stop()
+
+
+# How long a stop waits for the batch in flight to commit before it interrupts it. Only
+# then is the query stopped: stopping it interrupts a batch, and Spark then matches the
+# Python error's whole text against a pattern that overflows the stack on a long one.
+STOP_WAIT_S = 60.0
+
+
+def wait(query: StreamingQuery, sink: BatchSink, stop: threading.Event, lost: Callable[[], str | None]) -> str | None:
+    """Block until ``stop``, the end of an available-now run, a lost lease or a failure
+    (its whole text)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import StreamingQueryException
+
+    while not stop.is_set():
+        if isinstance(sink.failure, BrewError):  # e.g. raised on the windows ticker's thread
+            return str(sink.failure)
+        reason = lost()
+        if reason is not None:
+            sink.fence(reason)
+            return reason
+        try:
+            if query.awaitTermination(0.25):  # type: ignore[arg-type] # pyspark takes seconds as a float
+                return None
+        except (Py4JError, ConnectionError) as exc:
+            # Spark's JVM is gone: a SIGTERM to the whole process group reaches it first.
+            if stop.is_set():
+                break
+            return f"Spark's JVM stopped answering ({type(exc).__name__})"
+        except StreamingQueryException as exc:
+            if sink.failure is not None:
+                return str(sink.failure)
+            if SinkClosed.__name__ in str(exc):
+                return None
+            return str(exc)
+    log.info("stopping: letting the batch in flight finish")
+    return None
+
+
+_ERROR_LINE = re.compile(r"^\s*(?:Caused by: |: )?([A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
+# Wrappers that say only that something below them failed.
+_WRAPPERS = ("SparkException", "Py4JJavaError", "Py4JException", "StreamingQueryException",
+             "ForeachBatchUserFuncException", "PythonException", "ExecutionException")
+
+
+def failure_line(text: str) -> str:
+    """The cause of a failed query in one line: a disk problem, the Python error a worker
+    raised, the first telling Java exception, or else the first line that says something
+    (never Spark's ``Traceback`` framing)."""
+    hint = disk_problem(text)
+    if hint:
+        line = next((ln.strip() for ln in text.splitlines() if disk_problem(ln)), "")
+        return f"{line[:200]}: {hint}"
+    found = [(m.group(1), m.group(2).strip()) for ln in text.splitlines() if (m := _ERROR_LINE.match(ln))]
+    telling = [(name, message) for name, message in found if name.rsplit(".", 1)[-1] not in _WRAPPERS]
+    python = [(name, message) for name, message in telling if not name.startswith(("org.", "java.", "scala."))]
+    # A wrapper's own message, when nothing below it is named ("Could not parse Master URL").
+    wrapped = [(name, message) for name, message in found if not message.startswith("An error occurred while calling")]
+    # A worker's own error comes last.
+    pick = python[-1] if python else telling[0] if telling else wrapped[0] if wrapped else None
+    if pick is not None:
+        return f"{pick[0].rsplit('.', 1)[-1]}: {pick[1][:300]}"
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "Return Message", "===", "at ", "File ",
+                                         "An error occurred while calling")):
+            return line[:400]
+    return "unknown error"
+
+
+def stop_quietly(stop: Callable[[], object]) -> None:
+    """Stop a Spark object whose JVM may already be gone (a SIGTERM to the process group
+    reaches the JVM too): nothing is left to stop then, and nothing is lost."""
+    from py4j.protocol import Py4JError
+
+    try:
+        stop()
+    except (Py4JError, ConnectionError) as exc:
+        log.debug("stopping: Spark's JVM is gone (%s)", exc)
+
+
+def is_data_loss(failure: str) -> bool:
+    lowered = failure.lower()
+    return "data may have been lost" in lowered or "failondataloss" in lowered

@@ -1,0 +1,380 @@
+"""The daemon around a pipeline's sink: its roles, start-up order, the query, shutdown.
+
+Both pipelines (drink-count and windows) run here, as the active writer of their
+changelog or, with ``--standby``, as a hot standby that takes over when the active's
+lease lapses (``service.instance.lease``).
+
+Start-up as active: lock the state dir (a second process on it stops here), make sure no
+other live instance holds the changelog's lease (it is named and this one refuses),
+fence older writers of the changelog, bring the store up to date with the changelog (a
+full restore when the disk was lost, refusing a changelog that cannot serve it), check
+that the input still holds what the store has to count, pick the start point, and only
+then start the query. As a standby: lock, warm Spark and the Python workers, restore the
+store and follow the changelog until the lease lapses; then the same steps as active,
+with only the last few records left to apply. A fenced active stops, or goes back to
+standby when it may.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from restorer.catchup import bring_store_up_to_date
+from restorer.changelog import ChangelogWriter, Fenced
+from restorer.faults import FaultPlan, kill_process_and
+from restorer.integrity import RESTORE, plan_start
+from restorer.reader import (
+    ValueCheck,
+    apply_changelog,
+    check_count,
+    new_reader,
+    retention_risk,
+    store_facts,
+    view_changelog,
+)
+from restorer.store import StateDir, Store
+from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.engine.input_guard import check_input, pin_latest
+from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
+from service.engine.sink import SinkOptions
+from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
+from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Lease
+from service.instance.signals import stop_on_signals
+from service.ops.http_api import serve_http, serving
+from service.ops.metrics import Metrics, MetricsRefresher
+from service.records.limits import MAX_NAME_BYTES
+from service.spark.conf import is_local
+from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
+from service.spark.shipped_code import EXECUTOR_PACKAGES
+from topics.catalog import DEFAULT_TOPICS, Topics
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, require_broker
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("brewstream")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The flags every pipeline shares."""
+
+    conn: KafkaConnection
+    state_dir: Path
+    checkpoint_dir: Path
+    trigger_s: float = DEFAULT_TRIGGER_S
+    max_offsets_per_trigger: int | None = DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    available_now: bool = False
+    master: str = "local[*]"
+    auto_restore: bool = True
+    instance: str | None = None
+    topics: Topics = DEFAULT_TOPICS
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    max_name_bytes: int = MAX_NAME_BYTES
+    accept_changelog_loss: bool = False
+    accept_input_loss: bool = False
+    lease_interval_s: float = LEASE_INTERVAL_S
+    takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
+    standby: bool = False
+    http_token_file: Path | None = None
+    http_insecure: bool = False
+    spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
+    min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
+
+
+class BatchSink(Protocol):
+    """A foreachBatch function that can be told to stop taking batches."""
+
+    failure: BaseException | None
+    seq: int
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None: ...
+
+    def close(self, timeout_s: float = -1) -> bool: ...
+
+    def retry(self) -> None: ...
+
+    def fence(self, reason: str) -> None: ...
+
+    @property
+    def fenced(self) -> bool: ...
+
+
+class Reporter(Protocol):
+    """What a pipeline shows while it runs (the top-N board, the windows table)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, final_flush: bool = True) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    input_topic: str
+    changelog_topic: str
+    dlq_topic: str
+    output_topics: tuple[str, ...]
+    make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics, SinkOptions], BatchSink]
+    make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
+    start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
+    reader_options: dict[str, str] = field(default_factory=dict)
+    batch_module: str = "service.drink_count.aggregate"  # what the Python workers run; imported before the first batch
+    check_value: ValueCheck = check_count
+    dry_run: Callable[[DataFrame], object] = lambda _df: None  # a batch's work, committing nothing (warm-up)
+
+
+def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
+    """Run until SIGINT/SIGTERM (or the backlog is done with available-now); 0 on a clean stop."""
+    conn = cfg.conn
+    require_broker(conn)
+    input_partitions = partitions_of(conn, p.input_topic)
+    changelog_partitions = partitions_of(conn, p.changelog_topic)
+    for topic in (p.dlq_topic, *p.output_topics, cfg.topics.instances):
+        partitions_of(conn, topic)
+    risk = retention_risk(conn, p.changelog_topic)
+    if risk is not None:
+        log.warning(risk)
+
+    metrics = Metrics(p.name)
+    health = Health()
+    health.on_change(metrics.phase_changed)
+    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, metrics, health,
+                     cfg.http_token_file, cfg.http_insecure)
+    try:
+        with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store, serving(api, store):
+            return Daemon(p, cfg, spark, metrics, health, store, input_partitions, changelog_partitions).run()
+    finally:
+        if api is not None:
+            api.stop()
+
+
+class Daemon:
+    """One instance of a pipeline, through its roles."""
+
+    def __init__(self, p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
+                 store: Store, input_partitions: list[int], changelog_partitions: list[int]) -> None:
+        self.p, self.cfg, self.metrics, self.health, self.store = p, cfg, metrics, health, store
+        self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
+        self._spark, self._own_spark = spark, spark is None
+        self._warm = False
+        self.stop = threading.Event()
+        self.lease = Lease(cfg.conn, cfg.topics.instances,
+                           Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
+                           cfg.lease_interval_s, cfg.takeover_timeout_s)
+        self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
+
+    def run(self) -> int:
+        self.health.on_change(lambda phase: self.lease.set_role(phase.name))
+        self.lease.start(seq=self.store.last_seq)
+        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, self.store, self.p.input_topic)
+                     if self.cfg.metrics_port is not None else None)
+        if refresher is not None:
+            refresher.start()
+        try:
+            with stop_on_signals() as stop:
+                self.stop = stop
+                return self._roles()
+        except Fenced as exc:
+            self.health.set(FENCED, str(exc))
+            raise
+        finally:
+            if self.health.phase.name != FENCED:
+                self.health.set(STOPPED)
+            if refresher is not None:
+                refresher.stop()
+            self.lease.stop()
+            if self._own_spark and self._spark is not None:
+                stop_session(self._spark, stop_quietly)
+
+    def _roles(self) -> int:
+        took_over: TakeOver | None = None
+        if self.cfg.standby:
+            warm_query(self.spark(), self.p, self.cfg)  # warm before anything is asked of it
+        else:
+            previous = self.lease.check_first_start()
+            took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
+        while True:
+            if self.cfg.standby:
+                took_over = self._stand_by()
+                if self.stop.is_set():
+                    return 0
+            try:
+                failure = self._be_active(took_over)
+            except Fenced as exc:
+                if not self.cfg.standby:
+                    raise
+                self.health.set(FENCED, str(exc))
+                log.warning("%s; back to standby", exc)
+                continue
+            if failure:
+                raise BrewError(f"the {self.p.name} query failed: {failure}; progress is kept, start it again to "
+                                f"continue (Spark's log: {spark_log(self.cfg)})")
+            return 0
+
+    # ---------------------------------------------------------------- standby
+
+    def _stand_by(self) -> TakeOver | None:
+        """Follow the changelog until no other instance holds a live lease."""
+        cfg, p = self.cfg, self.p
+        self.lease.set_role(RESTORING, holds_lease=False)
+        self.health.set(RESTORING, "catching up with the changelog as a standby")
+        # Its own checkpoint says nothing about the store another active has been writing.
+        drop_checkpoint(cfg.checkpoint_dir)
+        plan = plan_start(view_changelog(cfg.conn, p.changelog_topic), store_facts(self.store),
+                          cfg.accept_changelog_loss)
+        start: dict[int, int] | None = plan.start if plan.action == RESTORE else None
+        reader = new_reader(cfg.conn)
+        last = 0.0
+
+        def follow() -> None:
+            nonlocal last, start
+            if time.monotonic() - last < FOLLOW_EVERY_S:
+                return
+            result = apply_changelog(cfg.conn, p.changelog_topic, self.store, start=start, check_value=p.check_value,
+                                     reader=reader)
+            start, last = None, time.monotonic()
+            self.metrics.restore_records.labels(self.metrics.pipeline).inc(result.records)
+            lag = sum(max(0, e - self.store.positions().get(q, 0)) for q, e in result.end.items())
+            self.metrics.standby_lag.labels(self.metrics.pipeline).set(lag)
+            if self.health.phase.name == RESTORING:
+                self.health.set(STANDBY, "following the changelog")
+
+        try:
+            follow()
+            holder = self.lease.wait_for_lapse(stop=self.stop, on_tick=follow)
+        finally:
+            reader.close()
+        if self.stop.is_set():
+            return None
+        if holder is None:
+            return TakeOver(None, 0.0, time.monotonic())
+        return TakeOver(holder.what, self.lease.silence(holder), time.monotonic())
+
+    # ---------------------------------------------------------------- active
+
+    def _be_active(self, took_over: TakeOver | None) -> str | None:
+        cfg, p, store, health = self.cfg, self.p, self.store, self.health
+        self.lease.set_role(STARTING, holds_lease=True)
+        changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes)
+        changelog.start()  # fences any other writer of this changelog
+        try:
+            health.set(RESTORING, "catching up with the changelog")
+            applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
+                                             cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
+            self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
+            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
+            if p.start_when_empty == "latest":
+                pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
+            health.set(STARTING, "starting the query")
+            spark = self.spark()
+            if self.stop.is_set():
+                # Asked to stop while the JVM started: nothing was read, so nothing is left to finish.
+                log.info("stopping before the query started")
+                return None
+            options = SinkOptions(cfg.conn, cfg.checkpoint_dir, cfg.max_name_bytes, self.record_bytes,
+                                  cfg.takeover_timeout_s)
+            sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid())),
+                               self.metrics, options)
+            reporter = p.make_reporter(store, sink, self.metrics)
+            last = store.last_batch_ms()
+            if last is not None:
+                self.metrics.last_batch_at(last / 1000)
+            reporter.start()
+
+            def active(query: StreamingQuery) -> None:
+                # The probes ask the query itself: it can die while the phase still says active.
+                health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
+                if took_over is not None and took_over.holder is not None:
+                    log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
+
+            def lost() -> str | None:
+                other = self.lease.taken_over()
+                return None if other is None else f"{other.describe()} took the lease over"
+
+            try:
+                return run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
+                                 self.stop, lost, active)
+            finally:
+                sink.close()  # lets a batch in flight finish; later ones are refused
+                reporter.stop(final_flush=not sink.fenced)
+        except Fenced:
+            self.lease.set_role(FENCED, holds_lease=False)
+            raise
+        finally:
+            changelog.close()
+
+    def spark(self) -> SparkSession:
+        """The session, built once, with Python workers that have imported the batch code."""
+        if self._spark is None:
+            try:
+                self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
+                                            log_file=spark_log(self.cfg), write_archive=True)
+            except BrewError:
+                raise
+            except Exception as exc:
+                raise BrewError(spark_start_failure(self.cfg.master, str(exc), spark_log(self.cfg))) from None
+        if not self._warm:
+            try:
+                warm_python_workers(self._spark, self.p.batch_module)
+            except Exception as exc:
+                # On a cluster this is where an executor's Python first shows whether it can
+                # run the batch code at all.
+                hint = "" if is_local(self.cfg.master) else (
+                    f"; executors need Python with {', '.join(EXECUTOR_PACKAGES)}: choose it with "
+                    "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
+                raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
+            self._warm = True
+        return self._spark
+
+
+def spark_start_failure(master: str, text: str, log_file: Path) -> str:
+    """Why Spark did not start, in one line that says where to look."""
+    if "JAVA_GATEWAY_EXITED" in text:
+        # spark-submit or the JVM refused its settings and printed why on stderr.
+        return (f"Spark's JVM exited while starting, with its reason printed above: check --master ({master}), "
+                "the --conf settings and spark-defaults.conf, and that Java 17 or later is on PATH or JAVA_HOME")
+    where = "" if is_local(master) else f"; is the master at {master} running and reachable from here?"
+    return f"Spark did not start on {master}: {failure_line(text)}{where} (Spark's log: {log_file})"
+
+
+# Logged by a standby that became active, and read by the failover drill and benchmark.
+TOOK_OVER_LINE = "took over from %s after %.1fs"
+TOOK_OVER_PATTERN = re.compile(r"took over from (?P<instance>\S+) after (?P<seconds>[\d.]+)s")
+
+# How often a standby applies what its changelog gained (a few hundred records a second
+# at most arrive between two steps; at takeover only those are left).
+FOLLOW_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """The instance taken over from, how long it had been silent, and when that was known."""
+
+    holder: Announcement | None
+    silent_s: float
+    known_at: float  # monotonic
+
+    def seconds(self) -> float:
+        """From the holder's last announcement until now."""
+        return self.silent_s + time.monotonic() - self.known_at
+
+
+def spark_log(cfg: RunConfig) -> Path:
+    """Where Spark's own warnings and errors go, stack traces included."""
+    return cfg.state_dir / "spark.log"
+
+
+def _jvm_pid() -> int | None:
+    proc = jvm_process()
+    return proc.pid if proc is not None else None

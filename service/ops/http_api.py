@@ -1,0 +1,296 @@
+"""One HTTP port per daemon: Prometheus metrics, the probes, and the committed store as JSON.
+
+    /metrics                      Prometheus text (what --metrics-port always served)
+    /healthz                      200 while the process and its query are alive
+    /readyz                       200 when active with its query running, or a standby
+    /api/status                   role, batch, input lag, restore progress
+    /api/counts, /api/top?n=10    drink-count's store
+    /api/windows?key=&from=&to=   the windows store's open windows
+
+The store is attached once the runner has it open and locked, and detached before it is
+closed; the API answers 503 until then, and its data paths also while the store is being
+restored or the instance was fenced (its store stopped moving); /api/status answers in
+every phase, naming it. With a bearer token (``--http-token-file``)
+everything but the probes asks for it; probes stay open because Kubernetes and load
+balancers call them bare, and they say nothing but the phase. Without a token, binding
+beyond loopback is refused unless ``--http-insecure``. Nothing secret is ever in a body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import hmac
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import orjson
+from prometheus_client import Gauge
+from prometheus_client.exposition import choose_encoder
+
+from restorer.codec import RESERVED, decode_entries
+from restorer.store import Store
+from service.instance.health import FENCED, RESTORING, STOPPED, Health, liveness, readiness
+from service.ops.metrics import Metrics
+from service.ops.queries import (
+    BadQuery,
+    counts_answer,
+    parse_params,
+    status_answer,
+    top_answer,
+    top_param,
+    window_range,
+    windows_answer,
+)
+from service.windows.state import decode_windows_state
+from topics.errors import BrewError
+
+log = logging.getLogger("brewstream")
+
+WINDOWS_PIPELINE = "windows"
+# A client that opens a connection and sends nothing must not hold a thread for long.
+REQUEST_TIMEOUT_S = 30.0
+
+
+Answer = Callable[[Store], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Route:
+    params: tuple[str, ...]
+    # Checks the parameters (BadQuery) before the store is looked at, and returns what
+    # reads the store.
+    prepare: Callable[[Mapping[str, str]], Answer]
+    # Answers in every phase (it names the role): status shows a restore's progress.
+    any_phase: bool = False
+
+
+def routes(pipeline: str, input_topic: str, metrics: Metrics) -> dict[str, Route]:
+    """The API paths of one pipeline: its store decides what can be asked."""
+    def status(store: Store) -> dict[str, object]:
+        # Only the reserved keys: a snapshot of the batch without reading every drink or window.
+        state = decode_entries(store.scan(RESERVED))
+        return status_answer(state, input_topic, _by_partition(metrics.input_lag),
+                             _by_partition(metrics.restore_remaining), time.time())
+
+    def windows(params: Mapping[str, str]) -> Answer:
+        key, start, end = window_range(params)
+        return lambda store: windows_answer(decode_windows_state(store.items()), key, start, end)
+
+    def top(params: Mapping[str, str]) -> Answer:
+        n = top_param(params)
+        return lambda store: top_answer(store.read_all(), n)
+
+    found = {"/api/status": Route((), lambda _params: status, any_phase=True)}
+    if pipeline == WINDOWS_PIPELINE:
+        found["/api/windows"] = Route(("key", "from", "to"), windows)
+    else:
+        found["/api/counts"] = Route((), lambda _params: lambda store: counts_answer(store.read_all()))
+        found["/api/top"] = Route(("n",), top)
+    return found
+
+
+def _by_partition(gauge: Gauge) -> dict[str, float]:
+    """A per-partition gauge's current values, by partition."""
+    return {s.labels["partition"]: s.value for family in gauge.collect() for s in family.samples
+            if "partition" in s.labels}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost, or "" (every interface)
+
+
+def bind_problem(host: str, has_token: bool, insecure: bool) -> str | None:
+    """Why serving on ``host`` is refused, or None."""
+    if is_loopback(host) or has_token or insecure:
+        return None
+    return (f"refusing to serve the HTTP API on {host or 'every interface'} without a token: pass "
+            "--http-token-file FILE, or --http-insecure to serve it to anyone who can reach the port")
+
+
+def read_token(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BrewError(f"cannot read the HTTP token file {path}: "
+                        f"{getattr(exc, 'strerror', None) or 'not text'}") from None
+    if not token or any(c.isspace() for c in token):
+        raise BrewError(f"the HTTP token file {path} must hold one token, without spaces")
+    return token
+
+
+class HttpApi:
+    """The daemon's HTTP server, on threads of its own until ``stop``."""
+
+    def __init__(self, host: str, port: int, pipeline: str, input_topic: str, metrics: Metrics, health: Health,
+                 token: str | None = None) -> None:
+        self.pipeline, self.metrics, self.health = pipeline, metrics, health
+        self.routes = routes(pipeline, input_topic, metrics)
+        self._token = token.encode() if token else None
+        self._store: Store | None = None
+        # Held while a request reads the store, and to detach it: the store is never closed
+        # under a reader.
+        self._store_lock = threading.Lock()
+        cls = _Server6 if ":" in host else _Server
+        try:
+            self._server = cls((host, port), self)
+        except OSError as exc:
+            hint = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+            raise BrewError(f"cannot serve HTTP on {host}:{port} ({hint}); pick another --http-port") from None
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http-api", daemon=True)
+        self._thread.start()
+        log.info("HTTP on http://%s:%d (/metrics /healthz /readyz %s)", host, self.port, " ".join(self.routes))
+
+    def attach(self, store: Store) -> None:
+        with self._store_lock:
+            self._store = store
+
+    def detach(self) -> None:
+        with self._store_lock:
+            self._store = None
+
+    def stop(self) -> None:
+        self.detach()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
+
+    # ---------------------------------------------------------------- answering
+
+    def authorized(self, header: str | None) -> bool:
+        if self._token is None:
+            return True
+        scheme, _, given = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token)
+
+    def answer(self, route: Route, query: str) -> tuple[HTTPStatus, dict[str, object]]:
+        try:
+            read = route.prepare(parse_params(query, route.params))
+        except BadQuery as exc:
+            return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+        phase = self.health.phase
+        with self._store_lock:
+            store = self._store
+            if store is None or (phase.name in (RESTORING, FENCED, STOPPED) and not route.any_phase):
+                why = "the store is not open yet" if store is None else phase.describe()
+                return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not serving the store: {why}"}
+            try:
+                body = read(store)
+            except Exception as exc:  # a store that cannot be read now; the daemon says why in its log
+                log.warning("the HTTP API could not read the store: %s", exc)
+                return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"cannot read the store ({type(exc).__name__})"}
+        return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name, **body}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a slow client never keeps the process alive
+
+    def __init__(self, address: tuple[str, int], api: HttpApi) -> None:
+        self.api = api
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # socketserver would print a traceback to stderr; the daemon's errors are one line.
+        log.debug("HTTP request from %s failed", client_address, exc_info=True)
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "brewstream"
+    timeout = REQUEST_TIMEOUT_S
+
+    def do_GET(self) -> None:
+        api = self.server.api
+        path, _, query = self.path.partition("?")
+        if path in ("/healthz", "/readyz"):
+            ok, text = (liveness if path == "/healthz" else readiness)(api.health.phase)
+            self._send(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, text + "\n")
+            return
+        route = api.routes.get(path)
+        if route is None and path != "/metrics":
+            self._send(HTTPStatus.NOT_FOUND, f"not found: {path[:80]}; see /api/status, /metrics, /healthz\n")
+            return
+        if not api.authorized(self.headers.get("Authorization")):
+            self._send(HTTPStatus.UNAUTHORIZED, "a bearer token is required\n",
+                       extra=[("WWW-Authenticate", 'Bearer realm="brewstream"')])
+            return
+        if route is None:
+            self._metrics(query)
+            return
+        status, doc = api.answer(route, query)
+        self._send(status, orjson.dumps(doc) + b"\n", "application/json")
+
+    def _metrics(self, query: str) -> None:
+        # As prometheus_client's own server did: OpenMetrics when asked for, gzip when
+        # accepted, only some families with ?name[]=…
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        registry = self.server.api.metrics.registry
+        names = parse_qs(query).get("name[]")
+        body = encoder(registry.restricted_registry(names) if names else registry)
+        extra = []
+        if "gzip" in self.headers.get("Accept-Encoding", ""):
+            body, extra = gzip.compress(body), [("Content-Encoding", "gzip")]
+        self._send(HTTPStatus.OK, body, content_type, extra)
+
+    def _send(self, status: HTTPStatus, body: str | bytes, content_type: str = "text/plain; charset=utf-8",
+              extra: list[tuple[str, str]] | None = None) -> None:
+        data = body.encode() if isinstance(body, str) else body
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            for name, value in extra or []:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("http %s %s", self.address_string(), format % args)
+
+
+def serve_http(host: str, port: int | None, pipeline: str, input_topic: str, metrics: Metrics, health: Health,
+               token_file: Path | None = None, insecure: bool = False) -> HttpApi | None:
+    """The daemon's server when a port was asked for; refuses an unsafe bind in one line."""
+    if port is None:
+        return None
+    problem = bind_problem(host, token_file is not None, insecure)
+    if problem:
+        raise BrewError(problem)
+    return HttpApi(host, port, pipeline, input_topic, metrics, health,
+                   read_token(token_file) if token_file is not None else None)
+
+
+@contextlib.contextmanager
+def serving(api: HttpApi | None, store: Store) -> Iterator[None]:
+    """The API reads ``store`` inside this block only (the store closes after it)."""
+    if api is None:
+        yield
+        return
+    api.attach(store)
+    try:
+        yield
+    finally:
+        api.detach()

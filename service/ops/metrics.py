@@ -1,0 +1,139 @@
+"""Prometheus metrics of a running pipeline, served on --http-port when asked (``service.ops.http_api``).
+
+Batch counters and durations come from the sinks' batch reports; gauges that need a
+look outside the batch path (input lag, store size) are refreshed every two seconds on
+a thread of their own, so scrapes never touch Kafka or RocksDB themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from confluent_kafka import Consumer
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from restorer.store import Store
+from service.instance.health import PHASES, Phase
+from service.instance.periodic import Every
+from service.ops.status import input_lag
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
+
+log = logging.getLogger(__name__)
+
+REFRESH_S = 2.0
+_PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_ITEM = re.compile(r"^item \d+: ")
+_NUMBER = re.compile(r"-?\d+")
+
+
+def reason_label(reason: str) -> str:
+    """A DLQ reason without the numbers in it, so the label set stays small."""
+    return _NUMBER.sub("N", _ITEM.sub("", reason))
+
+
+class Metrics:
+    def __init__(self, pipeline: str) -> None:
+        self.pipeline = pipeline
+        self.registry = CollectorRegistry()
+        r = self.registry
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, ["pipeline", *labels], registry=r)
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, ["pipeline", *labels], registry=r)
+
+        self.records = counter("brewstream_input_records", "Input records applied, good and bad")
+        self.orders = counter("brewstream_orders_processed", "Orders counted by drink-count")
+        self.bad = counter("brewstream_bad_records", "Input records routed to the DLQ, by reason", ("reason",))
+        self.batches = counter("brewstream_batches", "Batches committed to the changelog and the store")
+        self.changelog_records = counter("brewstream_changelog_records", "Records produced to the changelog")
+        self.batch_seconds = Histogram("brewstream_batch_duration_seconds", "Time spent per batch, by phase",
+                                       ["pipeline", "phase"], buckets=_PHASE_BUCKETS, registry=r)
+        self.flush_seconds = Histogram("brewstream_topn_flush_seconds", "Time to read the store and publish the "
+                                       "top-N snapshot", ["pipeline"], buckets=_PHASE_BUCKETS, registry=r)
+        self.input_lag = gauge("brewstream_input_lag_records", "Input end offset minus the store's next offset",
+                               ("partition",))
+        self.store_keys = gauge("brewstream_store_keys", "Keys in the local store")
+        self.store_bytes = gauge("brewstream_store_size_bytes", "Size of the local store on disk")
+        self.last_batch_age = gauge("brewstream_last_batch_age_seconds", "Seconds since the last committed batch")
+        self.restore_records = counter("brewstream_restore_records",
+                                       "Changelog records applied by restores and catch-ups")
+        self.restore_remaining = gauge("brewstream_restore_remaining_offsets",
+                                       "Changelog offsets left to read by a restore in progress", ("partition",))
+        self.input_lost = counter("brewstream_input_lost_records", "Input records skipped because the topic no "
+                                  "longer held them (--accept-input-loss)", ("partition",))
+        self.role = gauge("brewstream_role", "1 for what this instance is doing now (starting, restoring, active, "
+                          "standby, fenced, stopped), 0 for the rest", ("role",))
+        self.standby_lag = gauge("brewstream_standby_changelog_lag_records",
+                                 "Changelog offsets a standby has yet to apply (0 on an active instance)")
+        self.watermark = gauge("brewstream_watermark_seconds", "Event-time watermark (unix seconds)")
+        self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
+        self.late_events = counter("brewstream_late_events", "Events sent to the late output")
+        self.window_results = counter("brewstream_window_results", "Window results emitted", ("emit",))
+        self._last_batch = math.nan
+        self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)
+        # Series without more labels exist from the start, so a scrape shows zeros, not gaps.
+        for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
+                       self.store_keys, self.store_bytes):
+            metric.labels(pipeline)
+
+    def phase_changed(self, phase: Phase) -> None:
+        for name in PHASES:
+            self.role.labels(self.pipeline, name).set(1 if name == phase.name else 0)
+
+    def batch_committed(self, at: float, records: int, bad_reasons: Mapping[str, int], changelog_records: int,
+                        phases: Mapping[str, float]) -> None:
+        p = self.pipeline
+        self._last_batch = at
+        self.batches.labels(p).inc()
+        self.records.labels(p).inc(records)
+        self.changelog_records.labels(p).inc(changelog_records)
+        for reason, n in bad_reasons.items():
+            self.bad.labels(p, reason_label(reason)).inc(n)
+        for phase, seconds in phases.items():
+            self.batch_seconds.labels(p, phase).observe(seconds)
+
+    def last_batch_at(self, at: float) -> None:
+        self._last_batch = at
+
+    def restore_progress(self, partition: int, _start: int, position: int, end: int) -> None:
+        self.restore_remaining.labels(self.pipeline, str(partition)).set(max(0, end - position))
+
+
+class MetricsRefresher:
+    """Keeps the input lag and store size gauges fresh on a thread of their own."""
+
+    def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Store, input_topic: str,
+                 interval_s: float = REFRESH_S) -> None:
+        self.metrics, self.conn, self.store, self.topic = metrics, conn, store, input_topic
+        self._consumer: Consumer | None = None
+        self._every = Every(interval_s, self.refresh, "metrics refresh")
+
+    def start(self) -> None:
+        self._every.start()
+
+    def stop(self) -> None:
+        self._every.stop()
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def refresh(self) -> None:
+        if self._consumer is None:
+            self._consumer = self.conn.consumer()
+        m, p = self.metrics, self.metrics.pipeline
+        stored = self.store.next_offsets(self.topic)
+        ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
+        for partition, lag in input_lag(stored, ends).items():
+            m.input_lag.labels(p, str(partition)).set(lag)
+        m.store_keys.labels(p).set(self.store.key_count())
+        m.store_bytes.labels(p).set(_dir_size(self.store.path))
+
+
+def _dir_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
