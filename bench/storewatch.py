@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from restorer.store import Store
+from service.drink_count.counts import drink_counts
 from service.instance.periodic import Every
 from topics.errors import BrewError
 
@@ -49,9 +50,9 @@ class StoreWatcher:
         # The daemon may be creating or replacing the store right now (start-up, restore).
         with contextlib.suppress(BrewError):
             with Store(self.store_path, read_only=True) as store:
-                state = store.read_all()
+                state = drink_counts(store.read_all())
             now = time.monotonic()
-            offsets = state.next_offsets(self.topic)
+            offsets = state.state.next_offsets(self.topic)
             with self._lock:
                 last = self.samples[-1] if self.samples else None
                 if last is None or last.next_offsets != offsets or last.processed != state.processed_orders:

@@ -15,7 +15,7 @@ from restorer.changelog import ChangelogWriter
 from restorer.commit import commit_batch
 from restorer.integrity import REPUBLISH, RESTORE, plan_start
 from restorer.progress import RestoreProgress
-from restorer.reader import ProgressFn, ValueCheck, apply_changelog, check_count, store_facts, view_changelog
+from restorer.reader import ProgressFn, ValueCheck, apply_changelog, store_facts, view_changelog
 from restorer.store import Store
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
@@ -24,7 +24,7 @@ log = logging.getLogger("brewstream")
 
 
 def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
-                           auto_restore: bool, check_value: ValueCheck = check_count, accept_loss: bool = False,
+                           auto_restore: bool, check_value: ValueCheck, accept_loss: bool = False,
                            on_progress: ProgressFn | None = None) -> int:
     """Apply what the changelog holds beyond the store; returns the records applied.
     ``on_progress`` hears (partition, start, position, end) during a full restore."""

@@ -1,14 +1,15 @@
 """The bytes of the store and the changelog: one key space for both (pure).
 
-A drink's key is its name in UTF-8 and its value an 8-byte big-endian unsigned count,
-as in the seed. Everything else the store keeps (input offsets, counters, commit
-markers) lives under keys that start with 0xFF: that byte never occurs in UTF-8, so
-such a key can never be a drink name. All values are 8-byte big-endian unsigned ints.
-An empty value is a tombstone.
+A pipeline's own keys (a drink, a window) are its own business (its wing's codec); the
+state layer only keeps its bookkeeping beside them, under keys that start with 0xFF:
+that byte never occurs in UTF-8, so such a key is never a name a pipeline writes. Every
+bookkeeping value is an 8-byte big-endian unsigned int. An empty value is a tombstone.
 
-Two families of keys are local to the store and never published: the changelog position
-per changelog partition (how far into the changelog the store has applied), and facts
-about the topics the store was built against (the changelog's topic id and partition
+The bookkeeping: the next input offset to apply per input partition, counters (under
+the meta prefix, named by the pipeline), and a commit marker per changelog partition.
+Two families are local to the store and never published: the changelog position per
+changelog partition (how far into the changelog the store has applied), and facts about
+the topics the store was built against (the changelog's topic id, name and partition
 count, the input's topic id), whose values are raw bytes rather than counts.
 
 Every transaction also writes a shape marker to each changelog partition: the partition
@@ -31,9 +32,7 @@ _SHAPE = RESERVED + b"shape\x00"
 _LOCAL = RESERVED + b"local\x00"
 U64_MAX = 2**64 - 1
 
-# Names of the counters under the meta prefix.
-PROCESSED_ORDERS = "processed_orders"
-BAD_ORDERS = "bad_orders"
+# The counter every pipeline's batch writes under the meta prefix: when it committed.
 LAST_BATCH_MS = "last_batch_ms"
 
 # Names of the store-local facts under the local prefix (raw byte values).
@@ -66,10 +65,6 @@ def encode_i64(n: int) -> bytes:
 def as_signed(n: int) -> int:
     """The signed value of what ``encode_i64`` stored and ``decode_u64`` read."""
     return n - 2**64 if n >= 2**63 else n
-
-
-def drink_key(drink: str) -> bytes:
-    return drink.encode("utf-8")
 
 
 def offset_key(topic: str, partition: int) -> bytes:
@@ -126,7 +121,7 @@ def published_prefixes() -> tuple[bytes, ...]:
 
 
 def is_reserved(key: bytes) -> bool:
-    """Not a name (a drink, a window): bookkeeping under the reserved byte."""
+    """Not a pipeline's own key (a drink, a window): bookkeeping under the reserved byte."""
     return key.startswith(RESERVED)
 
 
@@ -144,9 +139,10 @@ def changelog_partition_of(key: bytes) -> int | None:
 
 @dataclass
 class StoreState:
-    """A decoded view of the whole key space: what `brewstream counts --json` prints."""
+    """A decoded view of the whole key space: the pipeline's own keys as raw bytes
+    (``names``, for its wing to decode), the bookkeeping decoded."""
 
-    counts: dict[str, int] = field(default_factory=dict)
+    names: dict[bytes, bytes] = field(default_factory=dict)
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     meta: dict[str, int] = field(default_factory=dict)
     commits: dict[int, int] = field(default_factory=dict)
@@ -162,32 +158,28 @@ class StoreState:
     def next_offsets(self, topic: str) -> dict[int, int]:
         return dict(self.offsets.get(topic, {}))
 
-    @property
-    def processed_orders(self) -> int:
-        return self.meta.get(PROCESSED_ORDERS, 0)
-
     def is_empty(self) -> bool:
-        return not (self.counts or self.offsets or self.meta or self.commits or self.positions or self.shapes
+        return not (self.names or self.offsets or self.meta or self.commits or self.positions or self.shapes
                     or self.local)
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "counts": dict(sorted(self.counts.items())),
-            "offsets": {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(self.offsets.items())},
-        }
+    def offsets_json(self) -> dict[str, dict[str, int]]:
+        """The next input offset per partition, as ``brewstream counts --json`` prints them."""
+        return {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(self.offsets.items())}
 
 
 def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
-    """Decode raw key/value pairs; a key of unknown shape is an error, not silently skipped."""
+    """Decode raw key/value pairs; a reserved key of unknown shape is an error, not
+    silently skipped."""
     state = StoreState()
     for key, value in entries:
         if key.startswith(_LOCAL):
             state.local[key[len(_LOCAL):].decode()] = value
             continue
-        n = decode_u64(value)
         if not key.startswith(RESERVED):
-            state.counts[key.decode("utf-8")] = n
-        elif key.startswith(_OFFSET):
+            state.names[key] = value
+            continue
+        n = decode_u64(value)
+        if key.startswith(_OFFSET):
             topic, _, part = key[len(_OFFSET):].rpartition(b"\x00")
             state.offsets.setdefault(topic.decode(), {})[int(part)] = n
         elif key.startswith(_META):

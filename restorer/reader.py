@@ -63,11 +63,6 @@ ProgressFn = Callable[[int, int, int, int], None]
 ValueCheck = Callable[[bytes, bytes], "str | None"]
 
 
-def check_count(key: bytes, value: bytes) -> str | None:
-    """The drink-count store: every value is an 8-byte count."""
-    return None if len(value) == U64_LEN else f"{len(value)}-byte value; expected {U64_LEN}"
-
-
 @dataclass(frozen=True)
 class RestoreResult:
     records: int
@@ -118,8 +113,8 @@ def store_facts(store: Store) -> StoreFacts:
                       int(partitions) if partitions else None, name.decode() if name else None)
 
 
-def apply_changelog(conn: KafkaConnection, topic: str, store: Store, start: Mapping[int, int] | None = None,
-                    on_progress: ProgressFn | None = None, check_value: ValueCheck = check_count,
+def apply_changelog(conn: KafkaConnection, topic: str, store: Store, check_value: ValueCheck,
+                    start: Mapping[int, int] | None = None, on_progress: ProgressFn | None = None,
                     cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S,
                     built_partitions: int | None = None, reader: Consumer | None = None) -> RestoreResult:
     """Read every partition from ``start`` (default: the store's positions) to its end and

@@ -14,7 +14,7 @@ from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC, CHANGELOG_TOPI
 from restorer.commit import commit_batch
 from restorer.integrity import plan_start
 from restorer.progress import RestoreProgress
-from restorer.reader import RestoreResult, ValueCheck, apply_changelog, check_count, store_facts, view_changelog
+from restorer.reader import RestoreResult, ValueCheck, apply_changelog, store_facts, view_changelog
 from restorer.store import StateDir, Store
 from topics.clock import wait_until
 from topics.errors import BrewError
@@ -26,7 +26,7 @@ TOPIC_TIMEOUT_S = 60.0
 
 
 def restore_store(conn: KafkaConnection, changelog: str, state_dir: Path, clean: bool, accept_loss: bool,
-                  check_value: ValueCheck = check_count) -> RestoreResult:
+                  check_value: ValueCheck) -> RestoreResult:
     """Rebuild an empty (or ``clean``ed) store from its changelog, with progress."""
     with StateDir(state_dir) as sd:
         if clean:
@@ -44,7 +44,7 @@ def restore_store(conn: KafkaConnection, changelog: str, state_dir: Path, clean:
 
 
 def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dict[str, str], state_dir: Path,
-                        partitions: int, replication_factor: int, check_value: ValueCheck = check_count) -> str:
+                        partitions: int, replication_factor: int, check_value: ValueCheck) -> str:
     """Re-create the changelog with ``partitions`` (and ``topic_config``) and publish the
     whole store to it."""
     with StateDir(state_dir) as sd, Store(sd.store_path) as store:

@@ -100,9 +100,9 @@ class Topics:
     def dlq_replays(self) -> str:
         return self.prefix + DLQ_REPLAYS
 
-    def of_store(self, store: str) -> tuple[str, str]:
-        """(input topic, changelog topic) of the ``drink-count`` or ``windows`` store."""
-        return (self.orders, self.changelog) if store == "drink-count" else (self.events, self.windows_changelog)
+    def spec(self, name: str) -> TopicSpec:
+        """The spec of one of these topics, by its full name."""
+        return next(s for s in self.specs() if s.name == name)
 
     def specs(self) -> tuple[TopicSpec, ...]:
         return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config, s.partitions) for s in ALL_TOPICS)

@@ -15,9 +15,9 @@ from bench.errors import BenchError
 from bench.procs import Child, run_to_end
 from bench.rss import cpu_seconds
 from bench.runs import IngestRun, RestoreRun, require_same
-from restorer.codec import StoreState
 from restorer.reader import RESTORED
 from restorer.store import Store
+from service.drink_count.counts import DrinkCounts, drink_counts
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.engine.defaults import DEFAULT_TRIGGER_S
 from service.engine.query import READY_PATTERN
@@ -89,12 +89,12 @@ def batches(child: Child, after: int = 0) -> list[Batch]:
     return out
 
 
-def read_store(dirs: DaemonDirs) -> StoreState | None:
+def read_store(dirs: DaemonDirs) -> DrinkCounts | None:
     """A read-only look at the store, which works while the daemon writes it."""
     if not (dirs.store / "CURRENT").exists():
         return None
     with Store(dirs.store, read_only=True) as store:
-        return store.read_all()
+        return drink_counts(store.read_all())
 
 
 def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict[str, int],

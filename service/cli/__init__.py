@@ -2,7 +2,7 @@
 
 ``main`` holds the commands, ``common`` what every command shares (help settings,
 durations, the Kafka and topic options), ``spark_options`` the Spark flags of the commands
-that start a session, ``spark_cluster`` the local Spark cluster's command.
+that start a session, ``spark_cluster`` the local Spark cluster's command, ``board`` the live board's.
 """
 
 from __future__ import annotations

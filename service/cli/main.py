@@ -11,14 +11,16 @@ from typing import Any
 
 import click
 
+from service import pipelines
+from service.cli.board import board_cmd
 from service.cli.common import CONTEXT, DURATION, F, kafka_options, topic_prefix_option
 from service.cli.spark_cluster import spark_cluster
 from service.cli.spark_options import master_of, spark_options, spark_run_args
+from service.engine.contract import Wing
 from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.instance.signals import Terminated, stop_on_signals, terminate_by_exception
 from service.records.limits import MAX_NAME_BYTES
-from service.webboard.command import board_cmd
 from topics.clock import format_duration
 from topics.errors import BrewError, disk_problem, one_line
 from topics.kafka import KafkaConnection, require_broker, show_client_logs
@@ -186,19 +188,23 @@ def state_dir_option(default: str | None) -> Callable[[F], F]:
 
 
 def store_option(help_text: str) -> Callable[[F], F]:
-    return click.option("--store", "store_name", type=click.Choice(["drink-count", "windows"]),
-                        default="drink-count", show_default=True, help=help_text)
+    """--store: a pipeline's name from the registry; the command receives its ``Wing``."""
+    def to_wing(_ctx: click.Context, _param: click.Parameter, name: str) -> Wing:
+        return pipelines.wing(name)
+
+    return click.option("--store", "wing", type=click.Choice(pipelines.names()), default=pipelines.names()[0],
+                        show_default=True, callback=to_wing, help=help_text)
 
 
-def pipeline_options(name: str) -> Callable[[F], F]:
-    """The flags every pipeline shares; ``name`` picks the default folders."""
+def pipeline_options(wing: Wing) -> Callable[[F], F]:
+    """The flags every pipeline shares; the pipeline picks the default folders."""
     def decorate(fn: F) -> F:
         for opt in reversed([
             kafka_options,
             topic_prefix_option,
-            state_dir_option(f"state/{name}"),
+            state_dir_option(str(wing.default_state_dir)),
             click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
-                         default=Path(f"state/checkpoints/{name}"), show_default=True,
+                         default=wing.default_checkpoint_dir, show_default=True,
                          help="Spark's checkpoint folder for the query."),
             click.option("--trigger", "trigger_s", type=DURATION, default=f"{round(DEFAULT_TRIGGER_S * 1000)}ms",
                          show_default=True,
@@ -273,7 +279,7 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
 
 
 @cli.command("run", context_settings=CONTEXT)
-@pipeline_options("drink-count")
+@pipeline_options(pipelines.DRINK_COUNT)
 @click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
               help="Interval of the top-N board (stdout and brew.drink-counts).")
 @click.option("--top-n", type=click.IntRange(min=1), default=10, show_default=True, help="Rows on the board.")
@@ -287,7 +293,7 @@ def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
 
 
 @cli.command("windows", context_settings=CONTEXT)
-@pipeline_options("windows")
+@pipeline_options(pipelines.WINDOWS)
 @click.option("--window", "window_s", type=DURATION, default="1m", show_default=True,
               help="Window size (tumbling, or hopping with --hop); also the printed table's window.")
 @click.option("--hop", "hop_s", type=DURATION, default=None, help="Hop of hopping windows (at most --window).")
@@ -367,17 +373,15 @@ def events_cmd(conn: KafkaConnection, topic_prefix: str, rate: float, count: int
 @click.option("--clean", is_flag=True, help="Delete the existing store first.")
 @click.option("--accept-changelog-loss", is_flag=True,
               help="Restore what is left of a changelog that lost its oldest records instead of refusing.")
-def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, clean: bool,
+def restore_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: Path | None, clean: bool,
                 accept_changelog_loss: bool) -> None:
     """Rebuild a store from its changelog, up to the end offsets."""
     from restorer.restore import restore_store
-    from service.cli.stores import store_kind
     from topics.catalog import Topics
 
     require_broker(conn)
-    kind = store_kind(store_name, Topics(topic_prefix))
-    result = restore_store(conn, kind.changelog.name, state_dir or kind.default_state_dir, clean,
-                           accept_changelog_loss, kind.check_value)
+    result = restore_store(conn, wing.changelog_topic(Topics(topic_prefix)), state_dir or wing.default_state_dir,
+                           clean, accept_changelog_loss, wing.check_value)
     click.echo(result.summary())
 
 
@@ -390,24 +394,23 @@ def restore_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state
               help="Partitions of the new changelog.")
 @click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replicas of each partition of the new changelog.")
-def republish_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None,
+def republish_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: Path | None,
                   partitions: int, replication_factor: int) -> None:
     """Move a store to a changelog with another partition count: re-create the changelog and
     publish the whole store to it (restoring the store from the old changelog first if it
     is gone). Stop the daemon first."""
     from restorer.restore import republish_changelog
-    from service.cli.stores import store_kind
     from topics.catalog import Topics
 
     require_broker(conn)
-    kind = store_kind(store_name, Topics(topic_prefix))
-    click.echo(republish_changelog(conn, kind.changelog.name, kind.changelog.config,
-                                   state_dir or kind.default_state_dir, partitions, replication_factor,
-                                   kind.check_value))
+    topics = Topics(topic_prefix)
+    changelog = topics.spec(wing.changelog_topic(topics))
+    click.echo(republish_changelog(conn, changelog.name, changelog.config, state_dir or wing.default_state_dir,
+                                   partitions, replication_factor, wing.check_value))
 
 
 @cli.command("counts", context_settings=CONTEXT)
-@state_dir_option("state/drink-count")
+@state_dir_option(str(pipelines.DRINK_COUNT.default_state_dir))
 @click.option("--json", "as_json", is_flag=True, help="Print {\"counts\": …, \"offsets\": …} as JSON.")
 @click.option("--top-n", type=click.IntRange(min=1), default=None, help="Only the top N drinks (text output).")
 def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
@@ -415,11 +418,12 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
     import orjson
 
     from restorer.store import StateDir, Store
+    from service.drink_count.counts import drink_counts
     from service.drink_count.topn import counts_text
 
     with Store(StateDir(state_dir).store_path, read_only=True) as store:
-        state = store.read_all()
-    click.echo(orjson.dumps(state.as_json()).decode() if as_json else counts_text(state, top_n))
+        counts = drink_counts(store.read_all())
+    click.echo(orjson.dumps(counts.as_json()).decode() if as_json else counts_text(counts, top_n))
 
 
 @cli.command("status", context_settings=CONTEXT)
@@ -432,21 +436,20 @@ def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
 @click.option("--max-batch-age", type=DURATION, default=None,
               help="Exit 3 when the last committed batch is older than this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status_cmd(conn: KafkaConnection, topic_prefix: str, store_name: str, state_dir: Path | None, max_lag: int | None,
+def status_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: Path | None, max_lag: int | None,
                max_batch_age: float | None, as_json: bool) -> int:
     """Stored offsets, end offsets and lag of a store; exit 3 past --max-lag or --max-batch-age."""
     import time
 
     import orjson
 
-    from service.cli.stores import store_kind
     from service.ops.status import health_problems, read_status, status_text
     from topics.catalog import Topics
 
     require_broker(conn)
-    kind = store_kind(store_name, Topics(topic_prefix))
-    status = read_status(conn, state_dir or kind.default_state_dir, kind.input_topic,
-                         Topics(topic_prefix).instances, kind.changelog.name)
+    topics = Topics(topic_prefix)
+    status = read_status(conn, state_dir or wing.default_state_dir, wing.input_topic(topics), topics.instances,
+                         wing.changelog_topic(topics))
     now = time.time()
     click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
     problems = health_problems(status, now, max_lag, max_batch_age)

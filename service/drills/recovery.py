@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import orjson
 
@@ -35,6 +35,7 @@ from restorer.faults import POINTS
 from restorer.reader import apply_changelog
 from restorer.store import StateDir, Store
 from service.dlq.read import DlqRecord, read_dlq
+from service.drink_count.counts import DrinkCounts, check_count, drink_counts
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.engine.query import READY_PATTERN
 from topics.admin import create_topics, delete_topics
@@ -334,17 +335,17 @@ def _lose(action: str, state: Path, checkpoint: Path) -> None:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
 
-def read_store(state: Path) -> Any:
+def read_store(state: Path) -> DrinkCounts | None:
     store_path = StateDir(state).store_path
     if not (store_path / "CURRENT").exists():
         return None
     with Store(store_path, read_only=True) as store:
-        return store.read_all()
+        return drink_counts(store.read_all())
 
 
 def _processed(state: Path) -> int:
     snapshot = read_store(state)
-    return 0 if snapshot is None else snapshot.processed_orders + snapshot.meta.get("bad_orders", 0)
+    return 0 if snapshot is None else snapshot.processed_orders + snapshot.bad_orders
 
 
 def read_counts(state: Path) -> dict[str, int]:
@@ -361,7 +362,7 @@ def drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
         ends = {p: high for p, (_, high) in end_offsets(consumer, topic, partitions_of(conn, topic)).items()}
     finally:
         consumer.close()
-    return snapshot.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
+    return snapshot.state.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
 
 
 def count_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
@@ -375,8 +376,8 @@ def count_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
 def restore_check(conn: KafkaConnection, changelog: str, folder: Path) -> dict[str, int]:
     shutil.rmtree(folder, ignore_errors=True)
     with Store(folder) as store:
-        apply_changelog(conn, changelog, store)
-        return dict(store.read_all().counts)
+        apply_changelog(conn, changelog, store, check_count)
+        return drink_counts(store.read_all()).counts
 
 
 def printer(out: TextIO) -> Callable[[str], None]:

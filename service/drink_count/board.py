@@ -19,6 +19,7 @@ from typing import TextIO
 from confluent_kafka import KafkaException
 
 from restorer.store import Store
+from service.drink_count.counts import drink_counts
 from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
 from service.instance.periodic import Every
 from topics.kafka import KafkaConnection, max_record_bytes
@@ -54,7 +55,7 @@ class BoardFlusher:
 
     def flush(self) -> None:
         started = time.monotonic()
-        state = self.store.read_all()
+        state = drink_counts(self.store.read_all())
         now = self.clock()
         ranked = top_n(state.counts, self.n)
         self.seq += 1

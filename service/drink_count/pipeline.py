@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING
 from service.dlq.records import warn_internal
 from service.drink_count.aggregate import aggregate_batch
 from service.drink_count.board import BoardFlusher
+from service.drink_count.http import routes
 from service.drink_count.sink import BatchReport, DrinkCountSink
-from service.engine.runner import Pipeline, RunConfig, run_pipeline
+from service.drink_count.wing import WING
+from service.engine.contract import Pipeline, RunConfig
+from service.engine.runner import run_pipeline
 from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
 
@@ -34,14 +37,16 @@ DEFAULT_BOARD = BoardConfig()
 def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
     t = cfg.topics
     return Pipeline(
-        name="drink-count", input_topic=t.orders, changelog_topic=t.changelog, dlq_topic=t.dlq,
+        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
         output_topics=(t.counts,),
         make_sink=lambda store, changelog, faults, metrics, options: DrinkCountSink(
             store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
         make_reporter=lambda store, _sink, metrics: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
             on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe),
+        batch_module="service.drink_count.aggregate",
         dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
+        routes=routes(),
     )
 
 

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
-from restorer.codec import BAD_ORDERS, PROCESSED_ORDERS, U64_MAX, Entry, drink_key, encode_u64, meta_key, offset_key
+from restorer.codec import U64_MAX, Entry, encode_u64, meta_key, offset_key
 from restorer.faults import FaultPlan
 from restorer.store import Store
 from service.dlq.records import dlq_records
 from service.drink_count.aggregate import BatchAggregate, aggregate_batch
+from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_key
 from service.engine.sink import OrderedCommitSink, PhaseTimes, SinkOptions
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection

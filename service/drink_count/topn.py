@@ -8,7 +8,7 @@ from datetime import datetime
 
 import orjson
 
-from restorer.codec import BAD_ORDERS, StoreState
+from service.drink_count.counts import DrinkCounts
 from service.records.limits import printable
 from topics.clock import utc_iso
 
@@ -68,13 +68,13 @@ def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked
     return encode(ranked[:lo])
 
 
-def counts_text(state: StoreState, n: int | None = None) -> str:
+def counts_text(store: DrinkCounts, n: int | None = None) -> str:
     """``brewstream counts``: the drinks ranked (all, or the top ``n``), then the counters and
     the next input offsets."""
-    ranked = top_n(state.counts, n or len(state.counts))
+    ranked = top_n(store.counts, n or len(store.counts))
     shown, width = _shown(ranked, 5)
     lines = [f"{name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
-    offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(state.offsets.items()) for p, o in sorted(ps.items()))
-    lines.append(f"processed_orders={state.processed_orders} bad_orders={state.meta.get(BAD_ORDERS, 0)} "
+    offsets = " ".join(f"{t}[{p}]={o}" for t, ps in sorted(store.state.offsets.items()) for p, o in sorted(ps.items()))
+    lines.append(f"processed_orders={store.processed_orders} bad_orders={store.bad_orders} "
                  f"next offsets: {offsets or '(none)'}")
     return "\n".join(lines)

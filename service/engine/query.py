@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from service.engine.runner import BatchSink, Pipeline, RunConfig
+    from service.engine.contract import BatchSink, Pipeline, RunConfig
 
 log = logging.getLogger("brewstream")
 

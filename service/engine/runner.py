@@ -21,117 +21,36 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
-from restorer.reader import (
-    ValueCheck,
-    apply_changelog,
-    check_count,
-    new_reader,
-    retention_risk,
-    store_facts,
-    view_changelog,
-)
+from restorer.reader import apply_changelog, new_reader, retention_risk, store_facts, view_changelog
 from restorer.store import StateDir, Store
-from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
 from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
-from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, Announcement, Lease
+from service.instance.lease import Announcement, Lease
 from service.instance.signals import stop_on_signals
 from service.ops.http_api import serve_http, serving
 from service.ops.metrics import Metrics, MetricsRefresher
-from service.records.limits import MAX_NAME_BYTES
 from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
-from topics.catalog import DEFAULT_TOPICS, Topics
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, max_record_bytes, partitions_of, require_broker
+from topics.kafka import max_record_bytes, partitions_of, require_broker
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The flags every pipeline shares."""
-
-    conn: KafkaConnection
-    state_dir: Path
-    checkpoint_dir: Path
-    trigger_s: float = DEFAULT_TRIGGER_S
-    max_offsets_per_trigger: int | None = DEFAULT_MAX_OFFSETS_PER_TRIGGER
-    available_now: bool = False
-    master: str = "local[*]"
-    auto_restore: bool = True
-    instance: str | None = None
-    topics: Topics = DEFAULT_TOPICS
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = None
-    max_name_bytes: int = MAX_NAME_BYTES
-    accept_changelog_loss: bool = False
-    accept_input_loss: bool = False
-    lease_interval_s: float = LEASE_INTERVAL_S
-    takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
-    standby: bool = False
-    http_token_file: Path | None = None
-    http_insecure: bool = False
-    spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
-    min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
-
-
-class BatchSink(Protocol):
-    """A foreachBatch function that can be told to stop taking batches."""
-
-    failure: BaseException | None
-    seq: int
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None: ...
-
-    def close(self, timeout_s: float = -1) -> bool: ...
-
-    def retry(self) -> None: ...
-
-    def fence(self, reason: str) -> None: ...
-
-    @property
-    def fenced(self) -> bool: ...
-
-
-class Reporter(Protocol):
-    """What a pipeline shows while it runs (the top-N board, the windows table)."""
-
-    def start(self) -> None: ...
-
-    def stop(self, final_flush: bool = True) -> None: ...
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    name: str
-    input_topic: str
-    changelog_topic: str
-    dlq_topic: str
-    output_topics: tuple[str, ...]
-    make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics, SinkOptions], BatchSink]
-    make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
-    start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
-    reader_options: dict[str, str] = field(default_factory=dict)
-    batch_module: str = "service.drink_count.aggregate"  # what the Python workers run; imported before the first batch
-    check_value: ValueCheck = check_count
-    dry_run: Callable[[DataFrame], object] = lambda _df: None  # a batch's work, committing nothing (warm-up)
 
 
 def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
@@ -149,7 +68,7 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
-    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, metrics, health,
+    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, p.routes, metrics, health,
                      cfg.http_token_file, cfg.http_insecure)
     try:
         with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store, serving(api, store):

@@ -4,8 +4,11 @@
     /healthz                      200 while the process and its query are alive
     /readyz                       200 when active with its query running, or a standby
     /api/status                   role, batch, input lag, restore progress
-    /api/counts, /api/top?n=10    drink-count's store
-    /api/windows?key=&from=&to=   the windows store's open windows
+    /api/counts, /api/top?n=10    drink-count's store (``service.drink_count.http``)
+    /api/windows?key=&from=&to=   the windows store's open windows (``service.windows.http``)
+
+The paths under /api/ beside /api/status are the pipeline's own: its wing brings them
+(``engine.contract.Pipeline.routes``), and this module names no pipeline.
 
 The store is attached once the runner has it open and locked, and detached before it is
 closed; the API answers 503 until then, and its data paths also while the store is being
@@ -27,8 +30,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,62 +44,24 @@ from restorer.codec import RESERVED, decode_entries
 from restorer.store import Store
 from service.instance.health import FENCED, RESTORING, STOPPED, Health, liveness, readiness
 from service.ops.metrics import Metrics
-from service.ops.queries import (
-    BadQuery,
-    counts_answer,
-    parse_params,
-    status_answer,
-    top_answer,
-    top_param,
-    window_range,
-    windows_answer,
-)
-from service.windows.state import decode_windows_state
+from service.ops.queries import BadQuery, Route, parse_params, status_answer
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
 
-WINDOWS_PIPELINE = "windows"
 # A client that opens a connection and sends nothing must not hold a thread for long.
 REQUEST_TIMEOUT_S = 30.0
 
 
-Answer = Callable[[Store], dict[str, object]]
-
-
-@dataclass(frozen=True)
-class Route:
-    params: tuple[str, ...]
-    # Checks the parameters (BadQuery) before the store is looked at, and returns what
-    # reads the store.
-    prepare: Callable[[Mapping[str, str]], Answer]
-    # Answers in every phase (it names the role): status shows a restore's progress.
-    any_phase: bool = False
-
-
-def routes(pipeline: str, input_topic: str, metrics: Metrics) -> dict[str, Route]:
-    """The API paths of one pipeline: its store decides what can be asked."""
+def routes(pipeline_routes: Mapping[str, Route], input_topic: str, metrics: Metrics) -> dict[str, Route]:
+    """The API paths of one pipeline: /api/status, and those its wing brings."""
     def status(store: Store) -> dict[str, object]:
         # Only the reserved keys: a snapshot of the batch without reading every drink or window.
         state = decode_entries(store.scan(RESERVED))
         return status_answer(state, input_topic, _by_partition(metrics.input_lag),
                              _by_partition(metrics.restore_remaining), time.time())
 
-    def windows(params: Mapping[str, str]) -> Answer:
-        key, start, end = window_range(params)
-        return lambda store: windows_answer(decode_windows_state(store.items()), key, start, end)
-
-    def top(params: Mapping[str, str]) -> Answer:
-        n = top_param(params)
-        return lambda store: top_answer(store.read_all(), n)
-
-    found = {"/api/status": Route((), lambda _params: status, any_phase=True)}
-    if pipeline == WINDOWS_PIPELINE:
-        found["/api/windows"] = Route(("key", "from", "to"), windows)
-    else:
-        found["/api/counts"] = Route((), lambda _params: lambda store: counts_answer(store.read_all()))
-        found["/api/top"] = Route(("n",), top)
-    return found
+    return {"/api/status": Route((), lambda _params: status, any_phase=True), **pipeline_routes}
 
 
 def _by_partition(gauge: Gauge) -> dict[str, float]:
@@ -137,10 +101,10 @@ def read_token(path: Path) -> str:
 class HttpApi:
     """The daemon's HTTP server, on threads of its own until ``stop``."""
 
-    def __init__(self, host: str, port: int, pipeline: str, input_topic: str, metrics: Metrics, health: Health,
-                 token: str | None = None) -> None:
+    def __init__(self, host: str, port: int, pipeline: str, input_topic: str, pipeline_routes: Mapping[str, Route],
+                 metrics: Metrics, health: Health, token: str | None = None) -> None:
         self.pipeline, self.metrics, self.health = pipeline, metrics, health
-        self.routes = routes(pipeline, input_topic, metrics)
+        self.routes = routes(pipeline_routes, input_topic, metrics)
         self._token = token.encode() if token else None
         self._store: Store | None = None
         # Held while a request reads the store, and to detach it: the store is never closed
@@ -271,15 +235,16 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http %s %s", self.address_string(), format % args)
 
 
-def serve_http(host: str, port: int | None, pipeline: str, input_topic: str, metrics: Metrics, health: Health,
-               token_file: Path | None = None, insecure: bool = False) -> HttpApi | None:
+def serve_http(host: str, port: int | None, pipeline: str, input_topic: str, pipeline_routes: Mapping[str, Route],
+               metrics: Metrics, health: Health, token_file: Path | None = None,
+               insecure: bool = False) -> HttpApi | None:
     """The daemon's server when a port was asked for; refuses an unsafe bind in one line."""
     if port is None:
         return None
     problem = bind_problem(host, token_file is not None, insecure)
     if problem:
         raise BrewError(problem)
-    return HttpApi(host, port, pipeline, input_topic, metrics, health,
+    return HttpApi(host, port, pipeline, input_topic, pipeline_routes, metrics, health,
                    read_token(token_file) if token_file is not None else None)
 
 

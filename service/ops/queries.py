@@ -1,5 +1,6 @@
 """What the HTTP API answers from the committed store (pure): query parameters in, JSON
-documents out.
+documents out. Each pipeline's wing brings its own paths as ``Route``s; the parts every
+answer shares are here.
 
 Every answer is built from one decoded snapshot of the store (``Store.read_all`` or one
 scan, each under the store's lock, and every batch is one WriteBatch under the same
@@ -13,14 +14,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
-from restorer.codec import BAD_ORDERS, LAST_BATCH_MS, StoreState
-from service.drink_count.topn import top_n
-from service.windows.output import iso
-from service.windows.state import WindowsState
+from restorer.codec import LAST_BATCH_MS, StoreState
+from restorer.store import Store
 from topics.clock import utc_iso
 
 MAX_TOP = 10_000
@@ -36,6 +36,21 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 class BadQuery(ValueError):
     """A query the API cannot answer; the message is the one-line reason for the 400."""
+
+
+Answer = Callable[[Store], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API path: the parameters it takes, and how it answers from the store."""
+
+    params: tuple[str, ...]
+    # Checks the parameters (BadQuery) before the store is looked at, and returns what
+    # reads the store.
+    prepare: Callable[[Mapping[str, str]], Answer]
+    # Answers in every phase (it names the role): status shows a restore's progress.
+    any_phase: bool = False
 
 
 def parse_params(query: str, allowed: tuple[str, ...]) -> dict[str, str]:
@@ -96,48 +111,11 @@ def time_param(params: Mapping[str, str], name: str) -> int | None:
     return ns
 
 
-def window_range(params: Mapping[str, str]) -> tuple[str | None, int | None, int | None]:
-    """``key`` (a shop's sessions; empty or absent: every key), ``from`` and ``to``."""
-    key = params.get("key") or None
-    start, end = time_param(params, "from"), time_param(params, "to")
-    if start is not None and end is not None and start > end:
-        raise BadQuery("from is after to")
-    return key, start, end
-
-
 def batch_fields(state: StoreState) -> dict[str, object]:
     """What every answer carries: the batch it reflects."""
     last = state.meta.get(LAST_BATCH_MS)
-    return {"seq": state.last_seq, "offsets": state.as_json()["offsets"],
+    return {"seq": state.last_seq, "offsets": state.offsets_json(),
             "last_batch": None if last is None else utc_iso(last / 1000, millis=True)}
-
-
-def counts_answer(state: StoreState) -> dict[str, object]:
-    """``/api/counts``: what ``brewstream counts --json`` prints, with the batch."""
-    return {**batch_fields(state), "processed_orders": state.processed_orders,
-            "bad_orders": state.meta.get(BAD_ORDERS, 0), "counts": state.as_json()["counts"]}
-
-
-def top_answer(state: StoreState, n: int) -> dict[str, object]:
-    """``/api/top``: the board's ranking (ties by drink name), with the batch."""
-    return {**batch_fields(state), "processed_orders": state.processed_orders,
-            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in top_n(state.counts, n)]}
-
-
-def windows_answer(state: WindowsState, key: str | None, start_ns: int | None,
-                   end_ns: int | None) -> dict[str, object]:
-    """``/api/windows``: the open windows (final ones have left the store for
-    brew.order-windows) overlapping [from, to), for one key or all, in time order."""
-    chosen = [w for w in state.windows.values()
-              if (key is None or w.key == key)
-              and (start_ns is None or w.end_ns > start_ns)
-              and (end_ns is None or w.start_ns < end_ns)]
-    chosen.sort(key=lambda w: (w.start_ns, w.kind, w.key or ""))
-    wm = state.watermark_ns
-    return {**batch_fields(state.reserved), "watermark": None if wm is None else iso(wm),
-            "windows": [{"kind": w.kind, "start": iso(w.start_ns), "end": iso(w.end_ns), "key": w.key,
-                         "count": w.count, "amount": w.amount_cents / 100, "late_accepted": w.late_accepted}
-                        for w in chosen]}
 
 
 def status_answer(state: StoreState, input_topic: str, lag: Mapping[str, float],

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from service import pipelines
 from service.instance.lease import Announcement
 from topics.catalog import Topics
 from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, watermarks
@@ -74,6 +75,12 @@ def parse_window(value: bytes | None) -> dict[str, Any] | None:
     return {k: doc.get(k) for k in fields}
 
 
+def _pipeline_of(topics: Topics, changelog: str) -> str:
+    """The name of the pipeline an announcement's changelog belongs to (its topic, if none)."""
+    wing = pipelines.of_changelog(topics, changelog)
+    return wing.name if wing is not None else changelog
+
+
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -111,9 +118,8 @@ class TopicFeed:
             windows = sorted(self._seen.windows.values(), key=lambda d: (d["end"], d["start"]), reverse=True)
             waiting = [t for t in (self.topics.counts, self.topics.windows) if t not in self._assigned]
             now_ms = time.time() * 1000
-            instances = [{"instance": a.instance, "pipeline": "drink-count" if a.changelog == self.topics.changelog
-                          else "windows", "role": a.role, "holds_lease": a.holds_lease, "seq": a.seq,
-                          "age_s": round(max(0.0, now_ms - at) / 1000, 1)}
+            instances = [{"instance": a.instance, "pipeline": _pipeline_of(self.topics, a.changelog), "role": a.role,
+                          "holds_lease": a.holds_lease, "seq": a.seq, "age_s": round(max(0.0, now_ms - at) / 1000, 1)}
                          for a, at in sorted(self._seen.instances.values(), key=lambda v: -v[1])]
             return FeedView(self._seen.snapshot, windows, waiting, self._seen.error, instances)
 

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from service.dlq.records import warn_internal
-from service.engine.runner import Pipeline, RunConfig, run_pipeline
+from service.engine.contract import Pipeline, RunConfig
+from service.engine.runner import run_pipeline
 from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
+from service.windows.http import routes
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink
-from service.windows.state import check_value
 from service.windows.step import WindowsConfig
 from service.windows.table import WindowsReporter
+from service.windows.wing import WING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,7 +39,7 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
              start_from: str = "latest") -> Pipeline:
     t = cfg.topics
     return Pipeline(
-        name="windows", input_topic=t.events, changelog_topic=t.windows_changelog, dlq_topic=t.dlq,
+        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
         output_topics=(t.windows, t.late_events),
         make_sink=lambda store, changelog, faults, metrics, options: WindowsSink(
             store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
@@ -46,8 +48,8 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
         batch_module="service.windows.aggregate",
-        check_value=check_value,
         dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes),
+        routes=routes(),
     )
 
 

@@ -19,7 +19,7 @@ from restorer.faults import FaultPlan
 from restorer.store import StateDir, Store
 from service.drink_count.pipeline import BoardConfig, run
 from service.drink_count.sink import DrinkCountSink
-from service.engine.runner import RunConfig
+from service.engine.contract import RunConfig
 from tests.corpus import BAD_ORDERS
 from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import wait_until

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sandbox.broker import Sandbox, down, free_port, up
 from service.cli.main import cli
 from service.drink_count.pipeline import BoardConfig, run
-from service.engine.runner import RunConfig
+from service.engine.contract import RunConfig
 from tests.corpus import BAD_ORDERS
 from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from tests.integration.test_drink_count import make_orders

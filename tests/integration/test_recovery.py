@@ -16,7 +16,7 @@ from restorer.codec import StoreState, commit_prefix, decode_entries
 from restorer.store import Store
 from sandbox.broker import Sandbox, down, free_port, up
 from service.drink_count.pipeline import BoardConfig, run
-from service.engine.runner import RunConfig
+from service.engine.contract import RunConfig
 from tests.corpus import BAD_ORDERS
 from tests.helpers import (
     Pipeline,
@@ -104,8 +104,8 @@ def test_disk_loss_restore_is_identical_then_the_stream_continues(
     assert restored.stdout.startswith("restore done: records=")
     after = store_state(dirs["state"])
     # Positions differ by design (a restore stops at the end offset); everything else is identical.
-    assert (after.counts, after.offsets, after.meta, after.commits) == \
-        (before.counts, before.offsets, before.meta, before.commits)
+    assert (after.names, after.offsets, after.meta, after.commits) == \
+        (before.names, before.offsets, before.meta, before.commits)
 
     second = make_orders(700, seed=12)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from restorer.store import Store
-from service.engine.runner import RunConfig
+from service.engine.contract import RunConfig
 from service.windows.assign import WindowSpec
 from service.windows.pipeline import TableConfig, run
 from service.windows.state import decode_windows_state

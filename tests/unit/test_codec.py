@@ -1,19 +1,18 @@
 import pytest
 
 from restorer.codec import (
-    PROCESSED_ORDERS,
     RESERVED,
     changelog_partition_of,
     commit_key,
     decode_entries,
     decode_u64,
-    drink_key,
     encode_u64,
     is_local,
     meta_key,
     offset_key,
     position_key,
 )
+from service.drink_count.counts import PROCESSED_ORDERS, drink_counts, drink_key
 
 
 def test_count_encoding_is_eight_byte_big_endian() -> None:
@@ -43,12 +42,13 @@ def test_decode_entries_sorts_keys_into_their_kinds() -> None:
         (commit_key(2), encode_u64(9)),
         (position_key(1), encode_u64(77)),
     ])
-    assert state.counts == {"latte": 5}
+    counts = drink_counts(state)
+    assert counts.counts == {"latte": 5}
     assert state.next_offsets("brew.orders.v1") == {0: 10, 12: 3}
-    assert state.processed_orders == 4
+    assert counts.processed_orders == 4
     assert state.commits == {2: 9}
     assert state.positions == {1: 77}
-    assert state.as_json() == {"counts": {"latte": 5}, "offsets": {"brew.orders.v1": {"0": 10, "12": 3}}}
+    assert counts.as_json() == {"counts": {"latte": 5}, "offsets": {"brew.orders.v1": {"0": 10, "12": 3}}}
 
 
 def test_unknown_reserved_key_is_an_error() -> None:

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from restorer.codec import PROCESSED_ORDERS, commit_key, drink_key, encode_u64, meta_key, offset_key
+from restorer.codec import commit_key, encode_u64, meta_key, offset_key
 from restorer.store import Store
+from service.drink_count.counts import PROCESSED_ORDERS, drink_key
+from service.drink_count.http import routes
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, Health
 from service.ops.http_api import HttpApi, bind_problem, serve_http, serving
 from service.ops.metrics import Metrics
@@ -45,7 +47,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def start(health: Health, token: str | None = None, pipeline: str = "drink-count") -> HttpApi:
     metrics = Metrics(pipeline)
     health.on_change(metrics.phase_changed)  # as the runner wires them
-    return HttpApi("127.0.0.1", 0, pipeline, "orders", metrics, health, token)
+    return HttpApi("127.0.0.1", 0, pipeline, "orders", routes(), metrics, health, token)
 
 
 def test_probes_follow_the_phase_and_the_query() -> None:
@@ -151,18 +153,18 @@ def test_beyond_loopback_needs_a_token_or_insecure(tmp_path: Path) -> None:
         assert problem is not None and "--http-token-file" in problem and "--http-insecure" in problem
         assert bind_problem(host, True, False) is None and bind_problem(host, False, True) is None
     with pytest.raises(BrewError, match="without a token"):
-        serve_http("0.0.0.0", 0, "drink-count", "orders", Metrics("drink-count"), Health())
+        serve_http("0.0.0.0", 0, "drink-count", "orders", routes(), Metrics("drink-count"), Health())
     empty = tmp_path / "token"
     empty.write_text("\n")
     with pytest.raises(BrewError, match="must hold one token"):
-        serve_http("0.0.0.0", 0, "drink-count", "orders", Metrics("drink-count"), Health(), empty)
-    assert serve_http("127.0.0.1", None, "drink-count", "orders", Metrics("drink-count"), Health()) is None
+        serve_http("0.0.0.0", 0, "drink-count", "orders", routes(), Metrics("drink-count"), Health(), empty)
+    assert serve_http("127.0.0.1", None, "drink-count", "orders", routes(), Metrics("drink-count"), Health()) is None
 
 
 def test_a_used_port_is_one_line() -> None:
     api = start(Health())
     try:
         with pytest.raises(BrewError, match=f"cannot serve HTTP on 127.0.0.1:{api.port} .*--http-port"):
-            HttpApi("127.0.0.1", api.port, "drink-count", "orders", Metrics("drink-count"), Health())
+            HttpApi("127.0.0.1", api.port, "drink-count", "orders", routes(), Metrics("drink-count"), Health())
     finally:
         api.stop()

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from restorer.codec import StoreState
+from service.drink_count.counts import DrinkCounts
 from service.drink_count.topn import board_text, counts_text, top_n
 from service.instance.lease import Announcement
 from service.ops.status import InstanceView, Status, status_text
@@ -35,7 +36,7 @@ def test_hostile_names_show_escaped_on_the_board_and_in_counts() -> None:
     assert len(text.splitlines()) == 1 + len(_HOSTILE)
     assert all(line.isprintable() for line in text.splitlines())
     assert "latte\\x0a  1. forged  999999" in text and "\\x1b[2J" in text and "tea\\u202eetal" in text
-    state = StoreState(counts=dict.fromkeys(_HOSTILE, 1), meta={"processed_orders": 6})
+    state = DrinkCounts(dict.fromkeys(_HOSTILE, 1), StoreState(meta={"processed_orders": 6}))
     listing = counts_text(state)
     assert len(listing.splitlines()) == 1 + len(_HOSTILE)
     assert all(line.isprintable() for line in listing.splitlines())

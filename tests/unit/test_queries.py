@@ -10,29 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from restorer.codec import (
-    BAD_ORDERS,
     LAST_BATCH_MS,
-    PROCESSED_ORDERS,
     commit_key,
     decode_entries,
-    drink_key,
     encode_i64,
     encode_u64,
     meta_key,
     offset_key,
 )
-from service.ops.queries import (
-    MAX_TOP,
-    BadQuery,
-    counts_answer,
-    parse_params,
-    status_answer,
-    time_param,
-    top_answer,
-    top_param,
-    window_range,
-    windows_answer,
-)
+from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_counts, drink_key
+from service.drink_count.http import counts_answer, top_answer
+from service.ops.queries import MAX_TOP, BadQuery, parse_params, status_answer, time_param, top_param
+from service.windows.http import window_range, windows_answer
 from service.windows.state import WATERMARK_NS, WindowAgg, decode_windows_state, encode_window
 
 NAMES = ("key", "from", "to")
@@ -138,7 +127,7 @@ def _store_entries() -> list[tuple[bytes, bytes]]:
 
 
 def test_counts_and_top_carry_the_batch_they_reflect() -> None:
-    state = decode_entries(_store_entries())
+    state = drink_counts(decode_entries(_store_entries()))
     counts = counts_answer(state)
     assert counts == {"seq": 7, "offsets": {"o": {"0": 12, "1": 3}}, "last_batch": "2025-11-23T10:00:00.500Z",
                       "processed_orders": 15, "bad_orders": 2, "counts": {"chai": 9, "latte": 5, "mocha": 5}}

@@ -1,0 +1,49 @@
+"""The drink-count store's own keys and counters (pure).
+
+A drink's key is its name in UTF-8 and its value an 8-byte big-endian unsigned count, as
+in the seed; the counters ``processed_orders`` and ``bad_orders`` live under the state
+layer's meta prefix (``restorer.codec``), which no drink name can reach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from restorer.codec import U64_LEN, StoreState, decode_u64
+
+PROCESSED_ORDERS = "processed_orders"
+BAD_ORDERS = "bad_orders"
+
+
+def drink_key(drink: str) -> bytes:
+    return drink.encode("utf-8")
+
+
+def check_count(key: bytes, value: bytes) -> str | None:
+    """Why a changelog value cannot be a drink's count, or None: every value is 8 bytes."""
+    return None if len(value) == U64_LEN else f"{len(value)}-byte value; expected {U64_LEN}"
+
+
+@dataclass(frozen=True)
+class DrinkCounts:
+    """The store as drink-count reads it: a count per drink, beside the bookkeeping."""
+
+    counts: dict[str, int]
+    state: StoreState
+
+    @property
+    def processed_orders(self) -> int:
+        return self.state.meta.get(PROCESSED_ORDERS, 0)
+
+    @property
+    def bad_orders(self) -> int:
+        return self.state.meta.get(BAD_ORDERS, 0)
+
+    def as_json(self) -> dict[str, object]:
+        """What ``brewstream counts --json`` prints."""
+        return {"counts": dict(sorted(self.counts.items())), "offsets": self.state.offsets_json()}
+
+
+def drink_counts(state: StoreState) -> DrinkCounts:
+    """Decode the drinks of a store snapshot; a value that is not a count is an error."""
+    return DrinkCounts({key.decode("utf-8"): decode_u64(value) for key, value in state.names.items()}, state)

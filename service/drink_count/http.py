@@ -1,0 +1,40 @@
+"""drink-count's HTTP paths: ``/api/counts`` and ``/api/top?n=10`` (answers are pure).
+
+Each answer is built from one snapshot of the store and names the batch it reflects
+(``service.ops.queries.batch_fields``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from restorer.store import Store
+from service.drink_count.counts import DrinkCounts, drink_counts
+from service.drink_count.topn import top_n
+from service.ops.queries import Answer, Route, batch_fields, top_param
+
+
+def counts_answer(store: DrinkCounts) -> dict[str, object]:
+    """``/api/counts``: what ``brewstream counts --json`` prints, with the batch."""
+    return {**batch_fields(store.state), "processed_orders": store.processed_orders,
+            "bad_orders": store.bad_orders, "counts": store.as_json()["counts"]}
+
+
+def top_answer(store: DrinkCounts, n: int) -> dict[str, object]:
+    """``/api/top``: the board's ranking (ties by drink name), with the batch."""
+    return {**batch_fields(store.state), "processed_orders": store.processed_orders,
+            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in top_n(store.counts, n)]}
+
+
+def routes() -> dict[str, Route]:
+    def counts(_params: Mapping[str, str]) -> Answer:
+        return lambda store: counts_answer(_read(store))
+
+    def top(params: Mapping[str, str]) -> Answer:
+        n = top_param(params)
+        return lambda store: top_answer(_read(store), n)
+
+    return {"/api/counts": Route((), counts), "/api/top": Route(("n",), top)}
+
+
+def _read(store: Store) -> DrinkCounts:
+    return drink_counts(store.read_all())

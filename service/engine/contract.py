@@ -1,0 +1,131 @@
+"""The pipeline contract: what a pipeline brings to the engine, and the flags every
+pipeline shares. The engine names no pipeline; each wing (``service.drink_count``,
+``service.windows``) fills these in, and ``service.pipelines`` registers it once.
+
+- ``Wing``: a pipeline as every command sees it, running or not: its name, its input and
+  changelog topics, its store's value check, its default state dir.
+- ``Pipeline``: a pipeline as the daemon runs it: its topics resolved, its sink and reporter,
+  the module its Python workers import, its HTTP routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
+from service.records.limits import MAX_NAME_BYTES
+from topics.catalog import DEFAULT_TOPICS, Topics
+from topics.kafka import KafkaConnection
+
+if TYPE_CHECKING:  # what only the annotations name: the CLI imports this module at start
+    from pyspark.sql import DataFrame
+
+    from restorer.changelog import ChangelogWriter
+    from restorer.faults import FaultPlan
+    from restorer.reader import ValueCheck
+    from restorer.store import Store
+    from service.engine.sink import SinkOptions
+    from service.ops.metrics import Metrics
+    from service.ops.queries import Route
+
+
+@dataclass(frozen=True)
+class Wing:
+    """A pipeline as every command sees it: ``restore --store``, ``status``, the board."""
+
+    name: str
+    input_topic: Callable[[Topics], str]
+    changelog_topic: Callable[[Topics], str]
+    check_value: ValueCheck  # why a changelog value cannot belong to its key (the restorer asks)
+
+    @property
+    def default_state_dir(self) -> Path:
+        return Path("state") / self.name
+
+    @property
+    def default_checkpoint_dir(self) -> Path:
+        return Path("state") / "checkpoints" / self.name
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The flags every pipeline shares."""
+
+    conn: KafkaConnection
+    state_dir: Path
+    checkpoint_dir: Path
+    trigger_s: float = DEFAULT_TRIGGER_S
+    max_offsets_per_trigger: int | None = DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    available_now: bool = False
+    master: str = "local[*]"
+    auto_restore: bool = True
+    instance: str | None = None
+    topics: Topics = DEFAULT_TOPICS
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    max_name_bytes: int = MAX_NAME_BYTES
+    accept_changelog_loss: bool = False
+    accept_input_loss: bool = False
+    lease_interval_s: float = LEASE_INTERVAL_S
+    takeover_timeout_s: float = TAKEOVER_TIMEOUT_S
+    standby: bool = False
+    http_token_file: Path | None = None
+    http_insecure: bool = False
+    spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
+    min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
+
+
+class BatchSink(Protocol):
+    """A foreachBatch function that can be told to stop taking batches."""
+
+    failure: BaseException | None
+    seq: int
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None: ...
+
+    def close(self, timeout_s: float = -1) -> bool: ...
+
+    def retry(self) -> None: ...
+
+    def fence(self, reason: str) -> None: ...
+
+    @property
+    def fenced(self) -> bool: ...
+
+
+class Reporter(Protocol):
+    """What a pipeline shows while it runs (the top-N board, the windows table)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, final_flush: bool = True) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline as the daemon runs it (``engine.runner.run_pipeline``), its topics resolved."""
+
+    wing: Wing
+    input_topic: str
+    changelog_topic: str
+    dlq_topic: str
+    output_topics: tuple[str, ...]
+    make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics, SinkOptions], BatchSink]
+    make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
+    batch_module: str  # what the Python workers run; imported before the first batch
+    dry_run: Callable[[DataFrame], object]  # a batch's work, committing nothing (warm-up)
+    routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status
+    start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
+    reader_options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.wing.name
+
+    @property
+    def check_value(self) -> ValueCheck:
+        return self.wing.check_value
