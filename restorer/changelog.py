@@ -14,14 +14,15 @@ that grows later never splits a key's history over two partitions.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
-from topics.errors import BrewError
-from topics.kafka import KafkaConnection, TopicShape, describe_topic
+from topics.errors import BrewError, KafkaUnavailable
+from topics.kafka import KafkaConnection, TopicShape, describe_topic, is_transient, unavailable
 from topics.partitioner import murmur2_partition
 from topics.records import close_transactional, is_fatal, produce_waiting
 
@@ -41,7 +42,10 @@ class OutputRecord:
 
 
 TXN_TIMEOUT_S = 60.0
-COMMIT_RETRIES = 5
+# How long a commit waits for the cluster (a partition leader being elected, the
+# coordinator moving, the ISR below min.insync.replicas) before the batch is given up as
+# ``KafkaUnavailable``: the daemon then waits for the cluster and starts the batch over.
+COMMIT_WAIT_S = 30.0
 # The producer blocks once this much is queued, so a batch with a flood of big DLQ records
 # streams through it instead of piling up in memory.
 QUEUE_KBYTES = 64 * 1024
@@ -60,7 +64,6 @@ class ChangelogWriter:
         self.partitions = list(partitions)
         self.transactional_id = transactional_id(topic)
         self._conn = conn
-        self._admin = conn.admin()
         self._producer: Producer = conn.producer({
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
@@ -75,12 +78,12 @@ class ChangelogWriter:
         try:
             self._producer.init_transactions(TXN_TIMEOUT_S)
         except KafkaException as exc:
-            raise BrewError(f"cannot start changelog transactions as {self.transactional_id}: "
-                            f"{exc.args[0].str()}") from None
+            what = f"cannot start changelog transactions as {self.transactional_id}"
+            raise unavailable(what, exc) or BrewError(f"{what}: {exc.args[0].str()}") from None
 
     def shape(self) -> TopicShape:
         """The changelog's topic id and partition count as the broker has them now."""
-        return describe_topic(self._admin, self.topic)
+        return describe_topic(self._conn, self.topic)
 
     def markers(self, seq: int) -> list[Entry]:
         """The entries every transaction writes to every partition: batch ``seq`` and the
@@ -104,18 +107,18 @@ class ChangelogWriter:
         """
         producer = self._producer
         positions: dict[int, int] = {}
-        failures: list[str] = []
+        failures: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             p, o = msg.partition(), msg.offset()
             if err is not None:
-                failures.append(err.str())
+                failures.append(err)
             elif p is not None and o is not None and o + 1 > positions.get(p, 0):
                 positions[p] = o + 1
 
         def failed_output(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
-                failures.append(err.str())
+                failures.append(err)
 
         try:
             producer.begin_transaction()
@@ -137,22 +140,29 @@ class ChangelogWriter:
                              "batch") from None
             if err.txn_requires_abort():
                 self._abort()
-            raise BrewError(f"the changelog transaction failed: {err.str()}"
-                            + (f" ({failures[0]})" if failures else "")
-                            + "; nothing of this batch was committed, the next start repeats it") from None
+            text = f"the changelog transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
+            if is_transient(err) or (err.txn_requires_abort() and all(is_transient(f) for f in failures)):
+                # The cluster refused or lost the batch while it heals; whether or not it
+                # committed, the next start (or the daemon's own, once Kafka serves again)
+                # finds out from the changelog and repeats nothing twice.
+                raise KafkaUnavailable(text) from None
+            raise BrewError(f"{text}; nothing of this batch was committed, the next start repeats it") from None
         if failures:  # a committed transaction never has failed deliveries; stay safe anyway
-            raise BrewError(f"a record of the changelog transaction failed: {failures[0]}")
+            raise BrewError(f"a record of the changelog transaction failed: {failures[0].str()}")
         return positions
 
     def _commit(self) -> None:
-        for attempt in range(1, COMMIT_RETRIES + 1):
+        """Commit, asking again past retriable errors (a commit that timed out may be called
+        again) until ``COMMIT_WAIT_S``; then the last error is raised."""
+        deadline = time.monotonic() + COMMIT_WAIT_S
+        while True:
             try:
-                self._producer.commit_transaction(TXN_TIMEOUT_S)
+                self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except KafkaException as exc:
-                if not exc.args[0].retriable() or attempt == COMMIT_RETRIES:
+                if not exc.args[0].retriable() or time.monotonic() >= deadline:
                     raise
-                log.warning("changelog commit attempt %d failed (%s); retrying", attempt, exc.args[0].str())
+                log.debug("changelog commit: %s; asking again", exc.args[0].str())
 
     def _abort(self) -> None:
         try:

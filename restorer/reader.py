@@ -94,7 +94,7 @@ def retention_risk(conn: KafkaConnection, topic: str) -> str | None:
 
 def view_changelog(conn: KafkaConnection, topic: str, consumer: Consumer | None = None) -> ChangelogView:
     """The changelog's identity, and the first and end offset of each partition, now."""
-    shape = describe_topic(conn.admin(), topic)
+    shape = describe_topic(conn, topic)
     reader = consumer or _reader(conn)
     try:
         offsets = end_offsets(reader, topic, list(range(shape.partitions)))

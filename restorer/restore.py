@@ -50,7 +50,7 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
     with StateDir(state_dir) as sd, Store(sd.store_path) as store:
         if not store.holds_state():
             built = store.local(CHANGELOG_PARTITIONS)
-            old = describe_topic(conn.admin(), changelog)
+            old = describe_topic(conn, changelog)
             log.info("the store is empty: restoring it from %s first", changelog)
             with RestoreProgress("restore") as progress:
                 apply_changelog(conn, changelog, store, start={p: 0 for p in range(old.partitions)},

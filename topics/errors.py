@@ -5,6 +5,12 @@ class BrewError(Exception):
     """A failure the user can act on; its message says what to do next."""
 
 
+class KafkaUnavailable(BrewError):
+    """Kafka cannot serve a request now but will once the cluster heals: no broker answers,
+    a partition has no leader yet, a coordinator is moving, too few replicas are in sync.
+    A command stops on it in one line; a running daemon waits it out (``service.engine.outage``)."""
+
+
 _DISK_HINTS = (
     ("No space left on device", "the disk is full: free space on it (or move --state-dir / --checkpoint-dir) "
                                 "and start again"),

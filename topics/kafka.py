@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from topics.errors import BrewError
+from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka_config import (
     BOOTSTRAP_SERVERS,
     check_owned_settings,
@@ -112,8 +112,38 @@ def require_broker(conn: KafkaConnection, timeout: float = METADATA_TIMEOUT_S) -
 
 
 def _unreachable(conn: KafkaConnection, exc: KafkaException) -> BrewError:
-    return BrewError(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
-                     "start it with `brewstream sandbox up` or pass --bootstrap")
+    return KafkaUnavailable(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
+                            "start it with `brewstream sandbox up` or pass --bootstrap")
+
+
+# What a cluster answers while it heals: a broker down or unreachable, a partition whose
+# leader is being elected, a coordinator moving, too few in-sync replicas. Each passes by
+# itself once the cluster's own elections and timeouts have run.
+TRANSIENT = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE, KafkaError._WAIT_COORD, KafkaError._RESOLVE, KafkaError._UNKNOWN_BROKER,
+    KafkaError._NODE_UPDATE, KafkaError._WAIT_CACHE,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
+    KafkaError.KAFKA_STORAGE_ERROR, KafkaError.NOT_CONTROLLER, KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError.REPLICA_NOT_AVAILABLE, KafkaError.CONCURRENT_TRANSACTIONS, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.THROTTLING_QUOTA_EXCEEDED,
+})
+
+
+def is_transient(err: KafkaError) -> bool:
+    """An error a healing cluster stops giving (``TRANSIENT``, or one librdkafka calls
+    retriable); never a fatal one (a fenced producer is not transient)."""
+    return not err.fatal() and (err.code() in TRANSIENT or bool(err.retriable()))
+
+
+def unavailable(what: str, exc: KafkaException) -> KafkaUnavailable | None:
+    """``exc`` as ``KafkaUnavailable`` when it is transient (``what`` says what failed), else None."""
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError) and is_transient(err):
+        return KafkaUnavailable(f"{what}: {err.str()}")
+    return None
 
 
 def partitions_of(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> list[int]:
@@ -184,16 +214,36 @@ class TopicShape:
     partitions: int
 
 
-def describe_topic(admin: AdminClient, topic: str, timeout: float = METADATA_TIMEOUT_S) -> TopicShape:
-    try:
-        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result()
-    except KafkaException as exc:
-        err = exc.args[0]
-        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`"
-                            ) from None
-        raise BrewError(f"cannot describe topic {topic}: {err.str()}") from None
-    return TopicShape(str(desc.topic_id), len(desc.partitions))
+# How long a describe keeps asking past transient errors: the request goes to one broker
+# of the cluster's choosing, and one that died or stopped fails it until the client's
+# metadata has moved on (seconds).
+DESCRIBE_RETRY_S = 15.0
+
+
+def describe_topic(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S,
+                   retry_s: float = DESCRIBE_RETRY_S) -> TopicShape:
+    """The topic's id and partition count. Transient errors are asked again for ``retry_s``,
+    each time by a new client (one that learns afresh which brokers are alive), then raised
+    as ``KafkaUnavailable``."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        admin = conn.admin()  # must outlive its future
+        try:
+            desc = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result()
+            return TopicShape(str(desc.topic_id), len(desc.partitions))
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`"
+                                ) from None
+            if not is_transient(err):
+                raise BrewError(f"cannot describe topic {topic}: {err.str()}") from None
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"cannot describe topic {topic}: {err.str()}") from None
+        time.sleep(_DESCRIBE_BACKOFF_S)
+
+
+_DESCRIBE_BACKOFF_S = 0.5
 
 
 # Broker and librdkafka default for the largest record a topic takes.
@@ -226,3 +276,40 @@ def topic_config(conn: KafkaConnection, topic: str, timeout: float = METADATA_TI
     admin = conn.admin()  # must outlive its future
     entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+# A topic's min.insync.replicas when the broker will not say (no right to describe it).
+_DEFAULT_MIN_ISR = 1
+
+
+def serving_problem(conn: KafkaConnection, topics: Sequence[str], timeout: float = METADATA_TIMEOUT_S) -> str | None:
+    """Why the cluster cannot serve reads and transactional writes of ``topics`` right now,
+    or None: no broker answers, a partition has no leader, or fewer replicas are in sync
+    than the topic's min.insync.replicas (a produce with acks=all is refused then)."""
+    try:
+        meta = conn.admin().list_topics(timeout=timeout)
+    except KafkaException as exc:
+        return f"no broker at {conn.bootstrap} answers ({_reason(exc)})"
+    for topic in topics:
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None:
+            detail = f" ({info.error.str()})" if info is not None and info.error is not None else ""
+            return f"topic {topic} is not in the cluster's metadata{detail}"
+        leaderless = sorted(p for p, part in info.partitions.items() if part.leader < 0 or part.error is not None)
+        if leaderless:
+            return f"{topic} partition {leaderless[0]} has no leader"
+        short = [(p, len(part.isrs)) for p, part in sorted(info.partitions.items())]
+        need = _min_isr(conn, topic, timeout)
+        below = [(p, n) for p, n in short if n < need]
+        if below:
+            p, n = below[0]
+            return (f"{topic} partition {p} has {n} in-sync replica{'' if n == 1 else 's'}, fewer than its "
+                    f"min.insync.replicas={need}")
+    return None
+
+
+def _min_isr(conn: KafkaConnection, topic: str, timeout: float) -> int:
+    try:
+        return int(topic_config(conn, topic, timeout).get("min.insync.replicas", _DEFAULT_MIN_ISR))
+    except (KafkaException, ValueError):
+        return _DEFAULT_MIN_ISR

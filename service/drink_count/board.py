@@ -4,7 +4,8 @@ only reads the store, so flushing never holds up a batch.
 
 The snapshot is produced without a transaction: a lost one is replaced by the next.
 ``seq`` counts snapshots of this process; consumers that need order across restarts
-use ``ts``.
+use ``ts``. Only the proven active instance publishes one (``may_publish``): a process
+woken after a takeover must not put an older count after a newer one.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from topics.kafka import KafkaConnection, max_record_bytes
 from topics.records import RECORD_OVERHEAD
 
 log = logging.getLogger("brewstream")
+FINAL_PROOF_WAIT_S = 3.0
 
 
 class BoardFlusher:
     def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
                  out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now,
-                 on_flush: Callable[[float], None] | None = None) -> None:
+                 on_flush: Callable[[float], None] | None = None,
+                 may_publish: Callable[[], bool] = lambda: True) -> None:
         self.store = store
         self.topic = topic
         self.n = n
@@ -39,6 +42,7 @@ class BoardFlusher:
         self.out = out
         self.clock = clock
         self.on_flush = on_flush
+        self.may_publish = may_publish
         self.seq = 0
         self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
         self._max_bytes = max_record_bytes(conn, topic) - RECORD_OVERHEAD
@@ -50,6 +54,11 @@ class BoardFlusher:
     def stop(self, final_flush: bool = True) -> None:
         self._every.stop()
         if final_flush:
+            # The last word is worth a short wait for the lease's proof (its own announcement
+            # read back), which a busy moment can delay past one flush.
+            deadline = time.monotonic() + FINAL_PROOF_WAIT_S
+            while not self.may_publish() and time.monotonic() < deadline:
+                time.sleep(0.05)
             self.flush()
         self._producer.flush(10)
 
@@ -60,6 +69,9 @@ class BoardFlusher:
         ranked = top_n(state.counts, self.n)
         self.seq += 1
         print(board_text(now, state.processed_orders, self.n, ranked), file=self.out, flush=True)
+        if not self.may_publish():
+            log.debug("top-N snapshot %d not sent: this instance is not the proven active one", self.seq)
+            return
         record = snapshot_record(self.seq, now, state.processed_orders, ranked, self._max_bytes)
         try:
             self._producer.produce(self.topic, key=SNAPSHOT_KEY, value=record)

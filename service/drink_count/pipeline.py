@@ -41,9 +41,9 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
         output_topics=(t.counts,),
         make_sink=lambda store, changelog, faults, metrics, options: DrinkCountSink(
             store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
-        make_reporter=lambda store, _sink, metrics: BoardFlusher(
+        make_reporter=lambda store, _sink, metrics, may_publish: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
-            on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe),
+            on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe, may_publish=may_publish),
         batch_module="service.drink_count.aggregate",
         dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
         routes=routes(),

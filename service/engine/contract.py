@@ -115,7 +115,8 @@ class Pipeline:
     dlq_topic: str
     output_topics: tuple[str, ...]
     make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics, SinkOptions], BatchSink]
-    make_reporter: Callable[[Store, BatchSink, Metrics], Reporter]
+    # The reporter publishes only while the last argument says so (``Lease.proven_active``).
+    make_reporter: Callable[[Store, BatchSink, Metrics, Callable[[], bool]], Reporter]
     batch_module: str  # what the Python workers run; imported before the first batch
     dry_run: Callable[[DataFrame], object]  # a batch's work, committing nothing (warm-up)
     routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status

@@ -22,7 +22,7 @@ def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
                 metrics: Metrics | None = None) -> None:
     """Refuse to start when the input lost what the store has not counted yet (deleted by
     retention, or the topic re-created); with ``accept_loss``, skip it, say so and count it."""
-    shape = describe_topic(conn.admin(), topic)
+    shape = describe_topic(conn, topic)
     recorded = store.local(input_topic_id_name(topic))
     consumer = conn.consumer()
     try:

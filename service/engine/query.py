@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from restorer.changelog import ChangelogWriter
 from restorer.store import Store
 from service.engine.input_guard import check_input
+from service.engine.outage import query_failed_on_kafka
 from service.engine.sink import SinkClosed
 from service.engine.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start
 from service.ops.metrics import Metrics
-from topics.errors import BrewError, disk_problem
+from topics.errors import BrewError, KafkaUnavailable, disk_problem
 from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
         if isinstance(sink.failure, BrewError):
             raise sink.failure  # our own refusal: it says what happened and what to do
         line = failure_line(failure)
+        if query_failed_on_kafka(failure):
+            raise KafkaUnavailable(f"Spark's Kafka source failed: {line}")  # the runner waits it out
         if attempt == QUERY_RESTARTS:
             return line
         if is_data_loss(failure):

@@ -21,9 +21,10 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
@@ -33,6 +34,7 @@ from restorer.reader import apply_changelog, new_reader, retention_risk, store_f
 from restorer.store import StateDir, Store
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
+from service.engine.outage import Outage, trouble
 from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("brewstream")
+T = TypeVar("T")
 
 
 def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
@@ -92,17 +95,19 @@ class Daemon:
                            Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
                            cfg.lease_interval_s, cfg.takeover_timeout_s)
         self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
+        self.outage = Outage(metrics.kafka_outage)
 
     def run(self) -> int:
         self.health.on_change(lambda phase: self.lease.set_role(phase.name))
-        self.lease.start(seq=self.store.last_seq)
         refresher = (MetricsRefresher(self.metrics, self.cfg.conn, self.store, self.p.input_topic)
                      if self.cfg.metrics_port is not None else None)
-        if refresher is not None:
-            refresher.start()
         try:
             with stop_on_signals() as stop:
                 self.stop = stop
+                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq)):
+                    return 0
+                if refresher is not None:
+                    refresher.start()
                 return self._roles()
         except Fenced as exc:
             self.health.set(FENCED, str(exc))
@@ -119,16 +124,20 @@ class Daemon:
     def _roles(self) -> int:
         took_over: TakeOver | None = None
         if self.cfg.standby:
-            warm_query(self.spark(), self.p, self.cfg)  # warm before anything is asked of it
+            # Warm before anything is asked of it.
+            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg)):
+                return 0
         else:
-            previous = self.lease.check_first_start()
+            previous = self._through_outages(self.lease.check_first_start)
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
-        while True:
-            if self.cfg.standby:
-                took_over = self._stand_by()
-                if self.stop.is_set():
-                    return 0
+        resume = False  # back to the role Kafka's trouble interrupted
+        while not self.stop.is_set():
             try:
+                if self.cfg.standby and not resume:
+                    took_over = self._stand_by()
+                    if self.stop.is_set():
+                        return 0
+                resume = False
                 failure = self._be_active(took_over)
             except Fenced as exc:
                 if not self.cfg.standby:
@@ -136,10 +145,48 @@ class Daemon:
                 self.health.set(FENCED, str(exc))
                 log.warning("%s; back to standby", exc)
                 continue
+            except Exception as exc:
+                kafka = trouble(exc)
+                if kafka is None:
+                    raise
+                resume = self.lease.holds_lease
+                if not self._wait_for_kafka(str(kafka)):
+                    return 0
+                took_over = None
+                continue
             if failure:
                 raise BrewError(f"the {self.p.name} query failed: {failure}; progress is kept, start it again to "
                                 f"continue (Spark's log: {spark_log(self.cfg)})")
             return 0
+        return 0
+
+    # ---------------------------------------------------------------- Kafka's own failures
+
+    def _wait_for_kafka(self, reason: str) -> bool:
+        """Wait (saying so once) until the cluster serves this pipeline's topics again;
+        False when asked to stop first (``service.engine.outage``)."""
+        self.outage.begin(reason)
+        self.health.set(STARTING, f"waiting for Kafka: {reason}")
+        p = self.p
+        topics = [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
+        return self.outage.wait(self.cfg.conn, topics, self.stop)
+
+    def _through_outages(self, step: Callable[[], T]) -> T | None:
+        """``step``, done again after every outage of Kafka until it goes through; None when
+        asked to stop first."""
+        while not self.stop.is_set():
+            try:
+                result = step()
+            except Exception as exc:
+                kafka = trouble(exc)
+                if kafka is None:
+                    raise
+                if not self._wait_for_kafka(str(kafka)):
+                    return None
+                continue
+            self.outage.end()
+            return result
+        return None
 
     # ---------------------------------------------------------------- standby
 
@@ -166,7 +213,8 @@ class Daemon:
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(result.records)
             lag = sum(max(0, e - self.store.positions().get(q, 0)) for q, e in result.end.items())
             self.metrics.standby_lag.labels(self.metrics.pipeline).set(lag)
-            if self.health.phase.name == RESTORING:
+            self.outage.end()
+            if self.health.phase.name in (RESTORING, STARTING):
                 self.health.set(STANDBY, "following the changelog")
 
         try:
@@ -184,10 +232,11 @@ class Daemon:
 
     def _be_active(self, took_over: TakeOver | None) -> str | None:
         cfg, p, store, health = self.cfg, self.p, self.store, self.health
-        self.lease.set_role(STARTING, holds_lease=True)
+        self.lease.set_role(STARTING)
+        self.lease.claim()  # announced before the fencing below, so every reader sees this takeover first
         changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes)
-        changelog.start()  # fences any other writer of this changelog
         try:
+            changelog.start()  # fences any other writer of this changelog
             health.set(RESTORING, "catching up with the changelog")
             applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
                                              cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
@@ -205,7 +254,7 @@ class Daemon:
                                   cfg.takeover_timeout_s)
             sink = p.make_sink(store, changelog, FaultPlan.from_env(kill_process_and(_jvm_pid())),
                                self.metrics, options)
-            reporter = p.make_reporter(store, sink, self.metrics)
+            reporter = p.make_reporter(store, sink, self.metrics, self.lease.proven_active)
             last = store.last_batch_ms()
             if last is not None:
                 self.metrics.last_batch_at(last / 1000)
@@ -214,6 +263,7 @@ class Daemon:
             def active(query: StreamingQuery) -> None:
                 # The probes ask the query itself: it can die while the phase still says active.
                 health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
+                self.outage.end()
                 if took_over is not None and took_over.holder is not None:
                     log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
 

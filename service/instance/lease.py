@@ -13,8 +13,15 @@ way to be). A watcher thread in every instance tails that partition.
   latest one through the same partition: one clock, whatever the hosts' clocks say, and
   a standby cut off from Kafka, or stalled itself, never mistakes that for the holder's
   death.
-- A holder that sees another holder announce after its own last announcement has been
-  taken over (it was paused, say): it stops writing.
+- Taking the lease raises its generation: one more than any this instance has seen, and
+  announced (and read back) before the new holder fences the changelog's writer. A holder
+  that sees a later generation announced has been taken over: it stops writing. A holder
+  of an older generation announcing again (a process paused past the takeover, then woken)
+  takes nothing from anyone: only a real takeover raises the generation, whatever the
+  order the announcements arrive in. Ties (two takeovers at once) go to the greater token.
+- Only the proven holder publishes: one that holds the lease, has seen no later
+  generation, and read its own announcement back within the takeover timeout (so it has
+  read everything announced before it, a paused process included).
 
 Only Kafka is shared, so all of this works across machines. The lease is advisory:
 correctness rests on fencing (invariant 6 in ``restorer``). Two instances that race past
@@ -29,15 +36,15 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from topics.errors import BrewError
-from topics.kafka import KafkaConnection, watermarks
+from topics.errors import BrewError, KafkaUnavailable
+from topics.kafka import KafkaConnection, unavailable, watermarks
 
 log = logging.getLogger("brewstream")
 
@@ -61,6 +68,7 @@ class Announcement:
     seq: int = 0  # the last batch it committed
     interval_ms: int = int(LEASE_INTERVAL_S * 1000)
     token: str = ""  # new at every process start
+    generation: int = 0  # of the lease it holds or last held; raised by every takeover
 
     @classmethod
     def here(cls, state_dir: Path, changelog: str, instance: str | None, interval_s: float) -> Announcement:
@@ -119,11 +127,23 @@ def lease_state(holder: Seen | None, own: Seen | None, timeout_s: float) -> str:
     return HELD
 
 
-def overtaken(holding: bool, own: Seen | None, holder: Seen | None) -> bool:
-    """Pure: while this instance holds the lease, another holder announced after its own
-    latest announcement (so it was taken over)."""
-    return (holding and own is not None and holder is not None and holder.offset > own.offset
-            and holder.what.role not in _GONE)
+def overtaken(holding: bool, generation: int, token: str, holder: Seen | None) -> bool:
+    """Pure: while this instance holds the lease at ``generation``, another live holder
+    announced a later one (a real takeover; a tie goes to the greater token). A holder of an
+    older generation (a paused process woken up) overtakes nobody, whenever it announces."""
+    return (holding and holder is not None and holder.what.role not in _GONE
+            and (holder.what.generation, holder.what.token) > (generation, token))
+
+
+def next_generation(seen: Iterable[Seen]) -> int:
+    """Pure: the generation a takeover announces: one more than any seen."""
+    return 1 + max((s.what.generation for s in seen), default=0)
+
+
+def current_holder(seen: Iterable[Seen]) -> Seen | None:
+    """Pure: of the announcements of lease holders, the one of the latest generation (its
+    latest word): a woken older holder's later announcement does not displace it."""
+    return max(seen, key=lambda s: (s.what.generation, s.what.token, s.offset), default=None)
 
 
 class LeaseRefused(BrewError):
@@ -150,6 +170,8 @@ class Lease:
         self._seq: Callable[[], int] = lambda: 0
         self._role = "starting"
         self._holds = False
+        self._generation = 0
+        self._own_read_at: float | None = None  # monotonic: when our own announcement last came back
         self._threads: list[threading.Thread] = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -162,7 +184,8 @@ class Lease:
             low, high = watermarks(consumer, self.topic, LEASE_PARTITION)
         except KafkaException as exc:
             consumer.close()
-            raise BrewError(f"cannot read the instances topic {self.topic}: {exc.args[0].str()}") from None
+            what = f"cannot read the instances topic {self.topic}"
+            raise unavailable(what, exc) or BrewError(f"{what}: {exc.args[0].str()}") from None
         consumer.assign([TopicPartition(self.topic, LEASE_PARTITION, max(low, high - _TAIL))])
         self._catch_up(consumer, high)
         self.announce()
@@ -188,9 +211,43 @@ class Lease:
                 self._holds = holds_lease
         self.announce()
 
+    def claim(self, timeout_s: float = 30.0) -> int:
+        """Take the lease: announce it held at a generation above any seen, and wait until
+        that announcement is read back (so every later reader of the topic sees it before
+        this instance fences the changelog's writer). ``KafkaUnavailable`` when it is not
+        read back within ``timeout_s``. Returns the generation."""
+        with self._lock:
+            self._generation = next_generation([*self._latest.values(), *filter(None, [self._own_latest])])
+            self._holds = True
+            generation = self._generation
+        self.announce()
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while not (self._own_latest is not None and self._own_latest.what.generation == generation
+                       and self._own_latest.what.holds_lease):
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailable(f"announcing the lease on {self.topic} did not come back within "
+                                           f"{timeout_s:g}s")
+                self._changed.wait(0.05)
+        return generation
+
+    @property
+    def holds_lease(self) -> bool:
+        with self._lock:
+            return self._holds
+
+    def proven_active(self) -> bool:
+        """Whether this instance may publish: it holds the lease, no later generation has
+        been seen, and its own announcement came back within the takeover timeout (after a
+        pause, not before it has read whatever was announced meanwhile)."""
+        with self._lock:
+            fresh = self._own_read_at is not None and time.monotonic() - self._own_read_at <= self.timeout_s
+            return self._holds and fresh and not overtaken(True, self._generation, self.me.token, self._holder())
+
     def announce(self) -> None:
         with self._lock:
-            what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq())
+            what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
+                           generation=self._generation)
         try:
             self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION)
             self._producer.poll(0)
@@ -205,8 +262,7 @@ class Lease:
             return self._holder()
 
     def _holder(self) -> Seen | None:
-        holders = [s for t, s in self._latest.items() if t != self.me.token and s.what.holds_lease]
-        return max(holders, key=lambda s: s.offset, default=None)
+        return current_holder(s for t, s in self._latest.items() if t != self.me.token and s.what.holds_lease)
 
     def check_first_start(self) -> Announcement | None:
         """Before starting as active: refuse while another home holds a live lease.
@@ -262,11 +318,12 @@ class Lease:
         return max(0.0, (own.broker_ms - seen.broker_ms) / 1000)
 
     def taken_over(self) -> Announcement | None:
-        """While holding the lease: another process that announced itself as holder after
-        this one's latest announcement (so this one was taken over), or None."""
+        """While holding the lease: another process that took it over (a later generation),
+        or None."""
         with self._lock:
             seen = self._holder()
-            return seen.what if seen is not None and overtaken(self._holds, self._own_latest, seen) else None
+            return seen.what if seen is not None and overtaken(self._holds, self._generation, self.me.token,
+                                                               seen) else None
 
     # ---------------------------------------------------------------- threads
 
@@ -309,6 +366,7 @@ class Lease:
         with self._lock:
             if what.token == self.me.token:
                 self._own_latest = seen
+                self._own_read_at = time.monotonic()
             else:
                 self._latest[what.token] = seen
             self._changed.notify_all()

@@ -76,11 +76,14 @@ class Metrics:
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")
         self.window_results = counter("brewstream_window_results", "Window results emitted", ("emit",))
+        self.kafka_outages = counter("brewstream_kafka_outages", "Episodes of Kafka being unable to serve this "
+                                     "instance (a broker, leader, coordinator or in-sync replicas lost) that it waited out")
+        self.kafka_waiting = gauge("brewstream_kafka_waiting", "1 while this instance waits for Kafka to heal, else 0")
         self._last_batch = math.nan
         self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)
         # Series without more labels exist from the start, so a scrape shows zeros, not gaps.
         for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
-                       self.store_keys, self.store_bytes):
+                       self.store_keys, self.store_bytes, self.kafka_outages, self.kafka_waiting):
             metric.labels(pipeline)
 
     def phase_changed(self, phase: Phase) -> None:
@@ -98,6 +101,12 @@ class Metrics:
             self.bad.labels(p, reason_label(reason)).inc(n)
         for phase, seconds in phases.items():
             self.batch_seconds.labels(p, phase).observe(seconds)
+
+    def kafka_outage(self, reason: str | None) -> None:
+        """An outage began (its reason) or ended (None)."""
+        if reason is not None:
+            self.kafka_outages.labels(self.pipeline).inc()
+        self.kafka_waiting.labels(self.pipeline).set(0 if reason is None else 1)
 
     def last_batch_at(self, at: float) -> None:
         self._last_batch = at

@@ -43,7 +43,7 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         output_topics=(t.windows, t.late_events),
         make_sink=lambda store, changelog, faults, metrics, options: WindowsSink(
             store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
-        make_reporter=lambda store, sink, _metrics: WindowsReporter(
+        make_reporter=lambda store, sink, _metrics, _may_publish: WindowsReporter(
             store, cast(WindowsSink, sink).tick, table.print_s, table.rows, windows.table_ns),
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},

@@ -1,0 +1,88 @@
+"""Kafka's own failures, told apart from the rest (pure): what a healing cluster answers,
+what Spark's source fails a query with, and one log line per episode."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.engine.outage import Outage, query_failed_on_kafka, trouble
+from topics.errors import BrewError, KafkaUnavailable
+from topics.kafka import TRANSIENT, is_transient
+
+SPARK_FAILURES = [
+    "org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the position for "
+    "partition t.brew.orders.v1-2 could be determined",
+    "Caused by: org.apache.kafka.common.errors.NotLeaderOrFollowerException: For requests intended only for the "
+    "leader, this error indicates that the broker is not the current leader.",
+    "java.util.concurrent.TimeoutException: Cannot fetch record for offset 1234 in 120000 milliseconds",
+    "org.apache.kafka.common.errors.DisconnectException: null",
+]
+OTHER_FAILURES = [
+    "PythonException: ValueError: boom",
+    "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext",
+    "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics",
+    "Partition t-0's offset was changed from 10 to 5, some data may have been lost",
+]
+
+
+@pytest.mark.parametrize("code", sorted(TRANSIENT))
+def test_every_transient_code_is_transient_and_becomes_kafka_unavailable(code: int) -> None:
+    err = KafkaError(code)
+    assert is_transient(err)
+    found = trouble(KafkaException(err))
+    assert isinstance(found, KafkaUnavailable)
+
+
+@pytest.mark.parametrize("code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                  KafkaError._FENCED, KafkaError.INVALID_CONFIG, KafkaError.MSG_SIZE_TOO_LARGE])
+def test_errors_that_do_not_heal_are_not_kafka_trouble(code: int) -> None:
+    assert not is_transient(KafkaError(code))
+    assert trouble(KafkaException(KafkaError(code))) is None
+
+
+def test_a_fatal_error_is_never_transient_even_when_its_code_is() -> None:
+    assert not is_transient(KafkaError(KafkaError._TRANSPORT, fatal=True))
+
+
+def test_our_own_refusals_and_other_errors_are_not_kafka_trouble() -> None:
+    assert trouble(BrewError("the disk is full")) is None
+    assert trouble(ValueError("x")) is None
+    unavailable = KafkaUnavailable("no leader")
+    assert trouble(unavailable) is unavailable
+
+
+@pytest.mark.parametrize("text", SPARK_FAILURES)
+def test_spark_sources_kafka_timeouts_are_kafka_trouble(text: str) -> None:
+    assert query_failed_on_kafka("Traceback ...\n" + text + "\n\tat org.apache.spark...")
+
+
+@pytest.mark.parametrize("text", OTHER_FAILURES)
+def test_other_query_failures_are_not(text: str) -> None:
+    assert not query_failed_on_kafka(text)
+
+
+@given(st.text(max_size=300))
+def test_the_classifier_is_total(text: str) -> None:
+    assert query_failed_on_kafka(text) in (True, False)
+
+
+def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+    changes: list[str | None] = []
+    outage = Outage(changes.append)
+    with caplog.at_level(logging.INFO, logger="brewstream"):
+        for _ in range(5):
+            outage.begin("partition 2 has no leader")
+        outage.end()
+        outage.end()
+        outage.begin("no broker answers")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert "waiting for the cluster" in lines[0] and "partition 2 has no leader" in lines[0]
+    assert lines[1].startswith("Kafka serves again after")
+    assert outage.episodes == 2
+    assert changes == ["partition 2 has no leader", None, "no broker answers"]
