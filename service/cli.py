@@ -101,13 +101,17 @@ def topics() -> None:
 @topic_prefix_option
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions of each topic.")
-@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Replicas of each partition.")
-def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int) -> None:
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Replicas of each partition.  [default: 3 on a cluster of three or more brokers, else 1]")
+def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int | None) -> None:
     """Create all topics; one that already exists is fine. The changelog is compacted."""
-    from topics.admin import create_topics
+    from topics.admin import create_topics, default_replication_factor
     from topics.catalog import Topics
 
+    if replication_factor is None:
+        replication_factor, brokers = default_replication_factor(conn)
+        click.echo(f"topics: replication factor {replication_factor} (the cluster has {brokers} "
+                   f"broker{'s' * (brokers != 1)})", err=True)
     for name, outcome in create_topics(conn, partitions, replication_factor,
                                        Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
