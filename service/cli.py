@@ -16,6 +16,7 @@ from service.durations import DURATION, format_duration
 from service.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.limits import MAX_NAME_BYTES
 from service.run_defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.sandbox_cmd import sandbox
 from service.signals import Terminated, stop_on_signals, terminate_by_exception
 from service.spark_cluster_cmd import spark_cluster
 from service.spark_options import master_of, spark_options, spark_run_args
@@ -44,49 +45,6 @@ def cli(log_level: str, log_format: str) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
     logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
     show_client_logs(log_level == "debug")
-
-
-# ---------------------------------------------------------------- sandbox
-
-@cli.group(context_settings=CONTEXT)
-def sandbox() -> None:
-    """A local single-node KRaft Kafka broker on 127.0.0.1 (jars from Maven)."""
-
-
-def sandbox_options(fn: F) -> F:
-    fn = click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".sandbox/kafka"),
-                      show_default=True, help="Where the broker keeps its config, logs and pid.")(fn)
-    return click.option("--port", type=click.IntRange(1, 65535), default=19092, show_default=True,
-                        help="Client port on 127.0.0.1.")(fn)
-
-
-@sandbox.command("up", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_up(port: int, data_dir: Path) -> None:
-    """Start the broker in the background and wait until it serves (idempotent)."""
-    from sandbox.broker import Sandbox, up
-
-    click.echo(up(Sandbox(port, data_dir)))
-
-
-@sandbox.command("down", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_down(port: int, data_dir: Path) -> None:
-    """Stop the broker cleanly."""
-    from sandbox.broker import Sandbox, down
-
-    click.echo(down(Sandbox(port, data_dir)))
-
-
-@sandbox.command("status", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_status(port: int, data_dir: Path) -> int:
-    """Say whether the broker serves; exit 1 when it does not."""
-    from sandbox.broker import Sandbox, status
-
-    serving, text = status(Sandbox(port, data_dir))
-    click.echo(text)
-    return 0 if serving else 1
 
 
 # ---------------------------------------------------------------- topics
@@ -651,6 +609,7 @@ def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
 
 cli.add_command(board_cmd)
 cli.add_command(spark_cluster)
+cli.add_command(sandbox)
 
 
 # ---------------------------------------------------------------- entry point
