@@ -28,3 +28,12 @@ def cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def paused(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP): alive, but runs nothing."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state in ("T", "t")

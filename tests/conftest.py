@@ -1,4 +1,5 @@
-"""Fixtures on real parts: a KRaft broker started for the session, real Spark, real RocksDB."""
+"""Fixtures on real parts: a KRaft broker started for the session (and a three-node KRaft
+cluster for the tests that ask for one), real Spark, real RocksDB."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from typing import Any
 
 import pytest
 
+from sandbox import cluster as kafka_cluster_sandbox
+from sandbox import faults
 from sandbox.broker import Sandbox, down, free_port, up
+from sandbox.cluster_layout import KafkaCluster
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
-from tests.helpers import Pipeline, brew
+from tests.helpers import ClusterUnderTest, Pipeline, brew, free_port_run
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
@@ -32,6 +36,36 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]
         yield KafkaConnection(box.bootstrap)
     finally:
         down(box)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterUnderTest]:
+    """A three-node KRaft cluster (replication factor 3, min.insync.replicas=2) with the fault
+    proxy in front, on free ports in a temp dir: started the first time a test asks for it,
+    shared by every test after, stopped at the end. Tests that fault it use
+    ``healthy_kafka_cluster``, which puts it right again."""
+    kc = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+    kafka_cluster_sandbox.up(kc, free_port_run(3), 3, fault_proxy=True)
+    try:
+        yield ClusterUnderTest(kc, kc.layout())
+    finally:
+        kafka_cluster_sandbox.down(kc)
+
+
+@pytest.fixture
+def healthy_kafka_cluster(kafka_cluster: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
+    """``kafka_cluster`` with every node up and no network fault, before the test and after it,
+    whatever the test killed, paused or faulted."""
+    _make_healthy(kafka_cluster)
+    yield kafka_cluster
+    _make_healthy(kafka_cluster)
+
+
+def _make_healthy(c: ClusterUnderTest) -> None:
+    # Idempotent: starts the nodes that are down (and the proxy), resumes the paused ones,
+    # waits until every node lists every other and the quorum has a leader.
+    kafka_cluster_sandbox.up(c.cluster, c.layout.base_port, len(c.layout.nodes), fault_proxy=True)
+    faults.heal(c.cluster)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,6 +15,8 @@ from typing import Any
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
+from sandbox.cluster_layout import ClusterLayout, KafkaCluster
+from sandbox.kraft import free_port, port_in_use
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
 
@@ -37,6 +39,32 @@ class Pipeline:
 
     def spawn(self, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         return spawn_brew(self.conn, *args, env={**self.env, **(env or {})}, log=log)
+
+
+@dataclass(frozen=True)
+class ClusterUnderTest:
+    """The shared three-node sandbox cluster: where it lives and how to reach it."""
+
+    cluster: KafkaCluster
+    layout: ClusterLayout
+
+    @property
+    def conn(self) -> KafkaConnection:
+        """Straight to the brokers: never behind a network fault."""
+        return KafkaConnection(self.layout.bootstrap)
+
+    @property
+    def proxied(self) -> KafkaConnection:
+        """Through the fault proxies: sees every `sandbox.faults` fault."""
+        return KafkaConnection(self.layout.proxy_bootstrap)
+
+
+def free_port_run(n: int) -> int:
+    """The first of ``n`` consecutive ports nothing listens on (a cluster's client ports)."""
+    while True:
+        base = free_port()
+        if base + n - 1 <= 65535 and not any(port_in_use(p) for p in range(base, base + n)):
+            return base
 
 
 def brew(conn: KafkaConnection, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
@@ -127,11 +155,11 @@ def counts_json(conn: KafkaConnection, state_dir: Path) -> dict[str, Any]:
 
 
 def create_topic(conn: KafkaConnection, name: str, partitions: int = 1,
-                 config: dict[str, str] | None = None) -> None:
+                 config: dict[str, str] | None = None, replication_factor: int = 1) -> None:
     from confluent_kafka.admin import NewTopic
 
     admin = conn.admin()  # must outlive the future
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result()
+    admin.create_topics([NewTopic(name, partitions, replication_factor, config=config or {})])[name].result()
 
 
 def set_topic_config(conn: KafkaConnection, topic: str, **config: str) -> None:

@@ -15,6 +15,9 @@ from topics.errors import BrewError
 from topics.kafka import KafkaConnection, require_broker, topic_exists
 
 ADMIN_TIMEOUT_S = 30.0
+# What a cluster of three or more brokers gets by default: one broker may be lost, and with
+# min.insync.replicas=2 every acknowledged write is on two of them.
+CLUSTER_REPLICATION_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,13 @@ class TopicDescription:
     partitions: int
     replication_factor: int
     config: dict[str, str]
+
+
+def default_replication_factor(conn: KafkaConnection) -> tuple[int, int]:
+    """(replication factor, live brokers): 3 on a cluster of three or more brokers, else 1."""
+    require_broker(conn)
+    brokers = len(conn.admin().list_topics(timeout=ADMIN_TIMEOUT_S).brokers)
+    return (CLUSTER_REPLICATION_FACTOR if brokers >= CLUSTER_REPLICATION_FACTOR else 1), brokers
 
 
 def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,

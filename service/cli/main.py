@@ -14,6 +14,7 @@ import click
 from service import pipelines
 from service.cli.board import board_cmd
 from service.cli.common import CONTEXT, DURATION, F, kafka_options, topic_prefix_option
+from service.cli.sandbox import sandbox
 from service.cli.spark_cluster import spark_cluster
 from service.cli.spark_options import master_of, spark_options, spark_run_args
 from service.engine.contract import Wing
@@ -48,49 +49,6 @@ def cli(log_level: str, log_format: str) -> None:
     show_client_logs(log_level == "debug")
 
 
-# ---------------------------------------------------------------- sandbox
-
-@cli.group(context_settings=CONTEXT)
-def sandbox() -> None:
-    """A local single-node KRaft Kafka broker on 127.0.0.1 (jars from Maven)."""
-
-
-def sandbox_options(fn: F) -> F:
-    fn = click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".sandbox/kafka"),
-                      show_default=True, help="Where the broker keeps its config, logs and pid.")(fn)
-    return click.option("--port", type=click.IntRange(1, 65535), default=19092, show_default=True,
-                        help="Client port on 127.0.0.1.")(fn)
-
-
-@sandbox.command("up", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_up(port: int, data_dir: Path) -> None:
-    """Start the broker in the background and wait until it serves (idempotent)."""
-    from sandbox.broker import Sandbox, up
-
-    click.echo(up(Sandbox(port, data_dir)))
-
-
-@sandbox.command("down", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_down(port: int, data_dir: Path) -> None:
-    """Stop the broker cleanly."""
-    from sandbox.broker import Sandbox, down
-
-    click.echo(down(Sandbox(port, data_dir)))
-
-
-@sandbox.command("status", context_settings=CONTEXT)
-@sandbox_options
-def sandbox_status(port: int, data_dir: Path) -> int:
-    """Say whether the broker serves; exit 1 when it does not."""
-    from sandbox.broker import Sandbox, status
-
-    serving, text = status(Sandbox(port, data_dir))
-    click.echo(text)
-    return 0 if serving else 1
-
-
 # ---------------------------------------------------------------- topics
 
 @cli.group(context_settings=CONTEXT)
@@ -103,13 +61,17 @@ def topics() -> None:
 @topic_prefix_option
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions of each topic.")
-@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Replicas of each partition.")
-def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int) -> None:
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Replicas of each partition.  [default: 3 on a cluster of three or more brokers, else 1]")
+def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int | None) -> None:
     """Create all topics; one that already exists is fine. The changelog is compacted."""
-    from topics.admin import create_topics
+    from topics.admin import create_topics, default_replication_factor
     from topics.catalog import Topics
 
+    if replication_factor is None:
+        replication_factor, brokers = default_replication_factor(conn)
+        click.echo(f"topics: replication factor {replication_factor} (the cluster has {brokers} "
+                   f"broker{'s' * (brokers != 1)})", err=True)
     for name, outcome in create_topics(conn, partitions, replication_factor,
                                        Topics(topic_prefix)):
         click.echo(f"{outcome:8} {name}")
@@ -650,6 +612,7 @@ def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
 
 cli.add_command(board_cmd)
 cli.add_command(spark_cluster)
+cli.add_command(sandbox)
 
 
 # ---------------------------------------------------------------- entry point

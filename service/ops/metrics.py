@@ -76,8 +76,8 @@ class Metrics:
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")
         self.window_results = counter("brewstream_window_results", "Window results emitted", ("emit",))
-        self.kafka_outages = counter("brewstream_kafka_outages", "Episodes of Kafka being unable to serve this "
-                                     "instance (a broker, leader, coordinator or in-sync replicas lost) that it waited out")
+        self.kafka_outages = counter("brewstream_kafka_outages", "Episodes of Kafka unable to serve this instance "
+                                     "(a broker, leader, coordinator or in-sync replicas lost) that it waited out")
         self.kafka_waiting = gauge("brewstream_kafka_waiting", "1 while this instance waits for Kafka to heal, else 0")
         self._last_batch = math.nan
         self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)

@@ -7,6 +7,7 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 
@@ -16,12 +17,10 @@ from topics.clock import wait_until
 from topics.kafka import KafkaConnection
 
 
-def command_paths() -> list[list[str]]:
-    paths: list[list[str]] = [[]]
-    for name, cmd in cli.commands.items():
-        paths.append([name])
-        for sub in getattr(cmd, "commands", {}):
-            paths.append([name, sub])
+def command_paths(group: click.Command = cli, prefix: tuple[str, ...] = ()) -> list[list[str]]:
+    paths: list[list[str]] = [list(prefix)]
+    for name, cmd in getattr(group, "commands", {}).items():
+        paths += command_paths(cmd, (*prefix, name))
     return paths
 
 
@@ -42,6 +41,10 @@ def test_every_command_has_help_with_defaults(path: list[str]) -> None:
     ["run", "--http-port", "9464", "--http-host", "0.0.0.0"],  # beyond loopback without a token
     ["dlq", "show", "--since", "yesterday"],
     ["dlq", "replay", "--batch", "0"],
+    ["sandbox", "up", "--brokers", "0"],
+    ["sandbox", "up", "--fault-proxy"],  # a proxy needs a cluster
+    ["sandbox", "node", "kill", "x"],
+    ["sandbox", "fault", "latency", "1", "soon"],
 ])
 def test_bad_flags_exit_non_zero_with_one_line(args: list[str]) -> None:
     proc = brew(KafkaConnection("127.0.0.1:1"), *args, timeout=60)
