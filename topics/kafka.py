@@ -19,8 +19,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka_config import (
     BOOTSTRAP_SERVERS,
+    check_client_settings,
     check_owned_settings,
     choose_bootstrap,
+    hide_values,
     java_options,
     librdkafka_properties,
     load_properties,
@@ -69,7 +71,9 @@ class KafkaConnection:
                   given_as: str = "--bootstrap") -> KafkaConnection:
         """``bootstrap`` None: not given, so the file's bootstrap.servers or the default."""
         props = load_properties(config_file) if config_file is not None else {}
+        hide_values(props)
         check_owned_settings(props, config_file)
+        check_client_settings(props, config_file)
         chosen = choose_bootstrap(bootstrap, given_as, props.pop(BOOTSTRAP_SERVERS, None), config_file,
                                   DEFAULT_BOOTSTRAP)
         return cls(chosen, props, config_file)
@@ -112,6 +116,12 @@ def require_broker(conn: KafkaConnection, timeout: float = METADATA_TIMEOUT_S) -
 
 
 def _unreachable(conn: KafkaConnection, exc: KafkaException) -> BrewError:
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError) and err.code() == KafkaError._INVALID_ARG:
+        # A client refused its settings before it tried any broker (its text may quote a value).
+        where = conn.config_file or "the client settings"
+        return BrewError(f"configuration error: a Kafka client refuses the settings of {where}; check its keys "
+                         "and values (not shown)")
     return KafkaUnavailable(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
                             "start it with `brewstream sandbox up` or pass --bootstrap")
 

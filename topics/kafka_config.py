@@ -5,8 +5,14 @@ The file holds librdkafka properties (``security.protocol=SASL_SSL``,
 ``ssl.ca.location`` …). Every confluent-kafka client takes them as they are; Spark's
 source is a Java client, so the common security settings are translated to their Java
 names, and lines starting with ``java.`` go to Spark only (prefix removed) for
-anything without a translation. Values are never printed: messages name keys only
-(``bootstrap.servers`` is an address, not a secret, and is named when it conflicts).
+anything without a translation.
+
+Values are never printed, whatever key they sit under (people paste secrets into the
+wrong key): messages name keys only. A value librdkafka refuses is found when the file is
+loaded (``check_client_settings``), before any client quotes it back in its own error
+text; and every value of a loaded file is registered with ``redact``, which the CLI's
+output, the log, the HTTP probes and the board pass their text through, so a value that
+reaches a message by any other way shows as ``<key>``.
 A few settings are brewstream's own (``OWNED_SETTINGS``): a file may repeat brewstream's
 value but not set another.
 
@@ -17,7 +23,12 @@ servers is refused rather than silently preferred (``choose_bootstrap``).
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
 
 from topics.errors import BrewError
 
@@ -147,3 +158,111 @@ def _read(path: str, key: str) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise BrewError(f"cannot read the file named by {key}: {exc.strerror}") from None
+
+
+# ---------------------------------------------------------------- refused settings
+
+class ConfigError(BrewError):
+    """A setting of the Kafka config file that a client refuses: a configuration error, not
+    an unreachable cluster."""
+
+
+# The SASL mechanisms the Kafka clients know; any other is refused here, since both clients
+# would only refuse it later, quoting it.
+SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"})
+_SILENT = logging.getLogger("brewstream.config-check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
+def check_client_settings(props: dict[str, str], path: Path | None) -> None:
+    """Refuse, naming the key and saying it is a configuration error (never the value), a
+    setting librdkafka refuses or a SASL mechanism no client knows."""
+    where = path or "the Kafka config"
+    for key in ("sasl.mechanisms", "sasl.mechanism"):
+        if key in props and props[key].strip().upper() not in SASL_MECHANISMS:
+            raise ConfigError(f"configuration error in {where}: {key} is not a SASL mechanism the Kafka clients "
+                              f"know ({', '.join(sorted(SASL_MECHANISMS))}); its value is not shown")
+    settings = librdkafka_properties(props)
+    settings.pop(BOOTSTRAP_SERVERS, None)
+    reason = _refused(settings)
+    if reason is None:
+        return
+    if settings.get("security.protocol", "").upper().startswith("SASL") and not (
+            "sasl.mechanisms" in settings or "sasl.mechanism" in settings):
+        raise ConfigError(f"configuration error in {where}: security.protocol asks for SASL but sasl.mechanisms is "
+                          f"not set (librdkafka's default, GSSAPI, is not built in): set it to one of "
+                          f"{', '.join(sorted(SASL_MECHANISMS - {'GSSAPI'}))}")
+    names = _names_in(reason, settings)
+    if not names:  # librdkafka named nothing: find the key without which it takes the rest
+        names = [k for k in sorted(settings) if _refused({n: v for n, v in settings.items() if n != k}) is None]
+    if names:
+        raise ConfigError(f"configuration error in {where}: librdkafka refuses {' and '.join(names)} (values are "
+                          "not shown: check the keys' spelling, their values, and what they need beside them)")
+    raise ConfigError(f"configuration error in {where}: librdkafka refuses these settings together "
+                      f"({', '.join(sorted(settings))}); check how they combine (values are not shown)")
+
+
+# Settings librdkafka's messages name besides the file's own keys (``sasl.username and
+# sasl.password must be set``); only these names, never anything else of a message, are quoted.
+_NAMED_SETTINGS = frozenset({"security.protocol", "sasl.mechanisms", "sasl.mechanism", "sasl.username",
+                             "sasl.password", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
+                             "ssl.key.password", "ssl.keystore.location", "ssl.keystore.password",
+                             "sasl.oauthbearer.config", "sasl.oauthbearer.method", "sasl.kerberos.keytab"})
+_NAME = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+
+
+def _names_in(reason: str, settings: dict[str, str]) -> list[str]:
+    """The setting names a librdkafka message mentions, in order, once each (no value)."""
+    known = _NAMED_SETTINGS | set(settings)
+    return list(dict.fromkeys(n for n in _NAME.findall(reason) if n in known))
+
+
+def _refused(settings: dict[str, str]) -> str | None:
+    """librdkafka's reason for refusing ``settings`` (it may quote a value: never print it), or None."""
+    try:
+        Producer({**settings, "logger": _SILENT})
+    except KafkaException as exc:
+        return str(exc.args[0].str()) if exc.args else "refused"
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+# ---------------------------------------------------------------- redaction
+
+# Words a value may be without being anything but a setting's name for a mode: shown as is.
+_PLAIN_VALUES = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "TRUE", "FALSE", "NONE", "HTTPS",
+                           "READ_COMMITTED", "ALL", *SASL_MECHANISMS})
+_MIN_HIDDEN = 4  # shorter values (a number of milliseconds, say) would blank out ordinary text
+_hidden: dict[str, str] = {}
+_pattern: re.Pattern[str] | None = None
+_hidden_lock = threading.Lock()
+
+
+def hide_values(props: dict[str, str]) -> None:
+    """Register every value of a loaded config file: ``redact`` shows it as ``<key>``."""
+    global _pattern
+    with _hidden_lock:
+        for key, value in props.items():
+            value = value.strip()
+            if len(value) >= _MIN_HIDDEN and value.upper() not in _PLAIN_VALUES:
+                _hidden[value] = f"<{key}>"
+        # Longest first, one pass: a value inside a longer one, or inside a key's name shown
+        # in place of another, is never replaced twice.
+        _pattern = re.compile("|".join(re.escape(v) for v in sorted(_hidden, key=len, reverse=True))) if _hidden \
+            else None
+
+
+def hidden_values() -> list[str]:
+    """Every registered config value (for redaction done elsewhere, in Spark's JVM)."""
+    with _hidden_lock:
+        return list(_hidden)
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered config value replaced by its key's name."""
+    pattern = _pattern
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: _hidden[m.group()], text)

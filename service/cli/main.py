@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -25,6 +25,7 @@ from service.records.limits import MAX_NAME_BYTES
 from topics.clock import format_duration
 from topics.errors import BrewError, disk_problem, one_line
 from topics.kafka import KafkaConnection, require_broker, show_client_logs
+from topics.kafka_config import redact
 
 
 @click.group(context_settings=CONTEXT)
@@ -617,8 +618,24 @@ cli.add_command(sandbox)
 
 # ---------------------------------------------------------------- entry point
 
+class _Redacting:
+    """A text stream that shows no value of the Kafka config file (``topics.kafka_config.redact``),
+    whatever printed it: a command's output, a log line, a library's message."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every failure is one line on stderr and a non-zero exit."""
+    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
     terminate_by_exception()
     try:
         code = cli.main(args=argv, prog_name="brewstream", standalone_mode=False)

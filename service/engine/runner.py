@@ -104,7 +104,8 @@ class Daemon:
         try:
             with stop_on_signals() as stop:
                 self.stop = stop
-                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq)):
+                self._through_outages(lambda: self.lease.start(seq=self.store.last_seq))
+                if self.stop.is_set():
                     return 0
                 if refresher is not None:
                     refresher.start()
@@ -125,8 +126,7 @@ class Daemon:
         took_over: TakeOver | None = None
         if self.cfg.standby:
             # Warm before anything is asked of it.
-            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg)):
-                return 0
+            self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))
         else:
             previous = self._through_outages(self.lease.check_first_start)
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
@@ -173,7 +173,7 @@ class Daemon:
 
     def _through_outages(self, step: Callable[[], T]) -> T | None:
         """``step``, done again after every outage of Kafka until it goes through; None when
-        asked to stop first."""
+        asked to stop first (``self.stop`` tells)."""
         while not self.stop.is_set():
             try:
                 result = step()

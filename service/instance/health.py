@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from topics.kafka_config import redact
+
 log = logging.getLogger("brewstream")
 
 # The line every change is logged with, and the pattern its readers use (drills, benchmark).
@@ -93,6 +95,7 @@ class Health:
     def set(self, name: str, reason: str = "", query_alive: Callable[[], bool] | None = None) -> None:
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}")
+        reason = redact(reason)  # the probes and the log show it; no config value may ride along
         with self._lock:
             if (self._phase.name, self._phase.reason, self._phase.query_alive) == (name, reason, query_alive):
                 return

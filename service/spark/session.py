@@ -37,6 +37,7 @@ from service.spark.conf import (
 )
 from service.spark.shipped_code import code_zip
 from topics.errors import BrewError
+from topics.kafka_config import hidden_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,6 +135,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         proc = jvm_process()
         archive.writer_started(proc.pid if proc is not None else None)
         _writing = archive
+    _hide_config_values_in_the_jvm_log(spark)
     spark.sparkContext.setLogLevel("WARN")
     _quiet_when_the_jvm_hangs_up(spark.sparkContext)
     _report_uncaught_in_the_jvm(spark)
@@ -170,6 +172,40 @@ def _quiet_when_the_jvm_hangs_up(sc: Any) -> None:
         report(request, client_address)
 
     server.handle_error = handle_error
+
+
+def _hide_config_values_in_the_jvm_log(spark: SparkSession) -> None:
+    """The Java Kafka client names its client id, servers and, in a refusal, a setting's value
+    in its log lines: Spark's log must show none of the --kafka-config file's values
+    (``topics.kafka_config.redact``). The pattern lives in the JVM's memory only (a system
+    property, never a command line or a file), and the log configuration is reloaded so
+    both of its layouts apply it (service/spark/conf/log4j2.properties)."""
+    values = hidden_values()
+    if not values:
+        return
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.java.lang.System.setProperty(REDACT_PROPERTY, java_pattern(values))
+    jvm.org.apache.logging.log4j.LogManager.getContext(False).reconfigure()
+
+
+REDACT_PROPERTY = "brewstream.redact"
+
+
+def java_pattern(values: list[str]) -> str:
+    """A Java regex matching any of ``values``, longest first, with every character but
+    letters and digits escaped as ``\\uXXXX`` (so no brace, percent or dollar reaches the
+    log layout's own syntax)."""
+    def escaped(value: str) -> str:
+        return "".join(c if c.isascii() and c.isalnum() else "".join(f"\\u{ord(u):04x}" for u in _utf16(c))
+                       for c in value)
+    return "|".join(escaped(v) for v in sorted(values, key=len, reverse=True))
+
+
+def _utf16(c: str) -> list[str]:
+    """A character as Java sees it: one UTF-16 unit, or a surrogate pair."""
+    data = c.encode("utf-16-be")
+    return [chr(int.from_bytes(data[i:i + 2], "big")) for i in range(0, len(data), 2)]
 
 
 def _report_uncaught_in_the_jvm(spark: SparkSession) -> None:

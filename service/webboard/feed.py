@@ -20,6 +20,7 @@ from service import pipelines
 from service.instance.lease import Announcement
 from topics.catalog import Topics
 from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, watermarks
+from topics.kafka_config import redact
 
 log = logging.getLogger(__name__)
 
@@ -190,4 +191,4 @@ class TopicFeed:
 
     def _set_error(self, error: str | None) -> None:
         with self._lock:
-            self._seen.error = error
+            self._seen.error = None if error is None else redact(error)  # the page shows it
