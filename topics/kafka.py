@@ -19,13 +19,15 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka_config import (
     BOOTSTRAP_SERVERS,
-    check_client_settings,
+    SASL_MECHANISMS,
+    ConfigError,
     check_owned_settings,
     choose_bootstrap,
     hide_values,
     java_options,
     librdkafka_properties,
     load_properties,
+    names_in,
 )
 from topics.retention import deletes_records
 
@@ -323,3 +325,51 @@ def _min_isr(conn: KafkaConnection, topic: str, timeout: float) -> int:
         return int(topic_config(conn, topic, timeout).get("min.insync.replicas", _DEFAULT_MIN_ISR))
     except (KafkaException, ValueError):
         return _DEFAULT_MIN_ISR
+
+
+# ---------------------------------------------------------------- the config file's settings
+
+_SILENT = logging.getLogger("brewstream.config-check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
+def check_client_settings(props: dict[str, str], path: Path | None) -> None:
+    """Refuse, naming the key and saying it is a configuration error (never the value), a
+    setting librdkafka refuses or a SASL mechanism no client knows."""
+    where = path or "the Kafka config"
+    for key in ("sasl.mechanisms", "sasl.mechanism"):
+        if key in props and props[key].strip().upper() not in SASL_MECHANISMS:
+            raise ConfigError(f"configuration error in {where}: {key} is not a SASL mechanism the Kafka clients "
+                              f"know ({', '.join(sorted(SASL_MECHANISMS))}); its value is not shown")
+    settings = librdkafka_properties(props)
+    settings.pop(BOOTSTRAP_SERVERS, None)
+    reason = _refused(settings)
+    if reason is None:
+        return
+    if settings.get("security.protocol", "").upper().startswith("SASL") and not (
+            "sasl.mechanisms" in settings or "sasl.mechanism" in settings):
+        raise ConfigError(f"configuration error in {where}: security.protocol asks for SASL but sasl.mechanisms is "
+                          f"not set (librdkafka's default, GSSAPI, is not built in): set it to one of "
+                          f"{', '.join(sorted(SASL_MECHANISMS - {'GSSAPI'}))}")
+    names = names_in(reason, settings)
+    if not names:  # librdkafka named nothing: find the key without which it takes the rest
+        names = [k for k in sorted(settings) if _refused({n: v for n, v in settings.items() if n != k}) is None]
+    if names:
+        raise ConfigError(f"configuration error in {where}: librdkafka refuses {' and '.join(names)} (values are "
+                          "not shown: check the keys' spelling, their values, and what they need beside them)")
+    raise ConfigError(f"configuration error in {where}: librdkafka refuses these settings together "
+                      f"({', '.join(sorted(settings))}); check how they combine (values are not shown)")
+
+
+def _refused(settings: dict[str, str]) -> str | None:
+    """librdkafka's reason for refusing ``settings`` (it may quote a value: never print it), or None."""
+    try:
+        Producer({**settings, "logger": _SILENT})
+    except KafkaException as exc:
+        return str(exc.args[0].str()) if exc.args else "refused"
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+

@@ -23,12 +23,9 @@ servers is refused rather than silently preferred (``choose_bootstrap``).
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from pathlib import Path
-
-from confluent_kafka import KafkaException, Producer
 
 from topics.errors import BrewError
 
@@ -170,39 +167,6 @@ class ConfigError(BrewError):
 # The SASL mechanisms the Kafka clients know; any other is refused here, since both clients
 # would only refuse it later, quoting it.
 SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"})
-_SILENT = logging.getLogger("brewstream.config-check")
-_SILENT.addHandler(logging.NullHandler())
-_SILENT.propagate = False
-
-
-def check_client_settings(props: dict[str, str], path: Path | None) -> None:
-    """Refuse, naming the key and saying it is a configuration error (never the value), a
-    setting librdkafka refuses or a SASL mechanism no client knows."""
-    where = path or "the Kafka config"
-    for key in ("sasl.mechanisms", "sasl.mechanism"):
-        if key in props and props[key].strip().upper() not in SASL_MECHANISMS:
-            raise ConfigError(f"configuration error in {where}: {key} is not a SASL mechanism the Kafka clients "
-                              f"know ({', '.join(sorted(SASL_MECHANISMS))}); its value is not shown")
-    settings = librdkafka_properties(props)
-    settings.pop(BOOTSTRAP_SERVERS, None)
-    reason = _refused(settings)
-    if reason is None:
-        return
-    if settings.get("security.protocol", "").upper().startswith("SASL") and not (
-            "sasl.mechanisms" in settings or "sasl.mechanism" in settings):
-        raise ConfigError(f"configuration error in {where}: security.protocol asks for SASL but sasl.mechanisms is "
-                          f"not set (librdkafka's default, GSSAPI, is not built in): set it to one of "
-                          f"{', '.join(sorted(SASL_MECHANISMS - {'GSSAPI'}))}")
-    names = _names_in(reason, settings)
-    if not names:  # librdkafka named nothing: find the key without which it takes the rest
-        names = [k for k in sorted(settings) if _refused({n: v for n, v in settings.items() if n != k}) is None]
-    if names:
-        raise ConfigError(f"configuration error in {where}: librdkafka refuses {' and '.join(names)} (values are "
-                          "not shown: check the keys' spelling, their values, and what they need beside them)")
-    raise ConfigError(f"configuration error in {where}: librdkafka refuses these settings together "
-                      f"({', '.join(sorted(settings))}); check how they combine (values are not shown)")
-
-
 # Settings librdkafka's messages name besides the file's own keys (``sasl.username and
 # sasl.password must be set``); only these names, never anything else of a message, are quoted.
 _NAMED_SETTINGS = frozenset({"security.protocol", "sasl.mechanisms", "sasl.mechanism", "sasl.username",
@@ -212,21 +176,10 @@ _NAMED_SETTINGS = frozenset({"security.protocol", "sasl.mechanisms", "sasl.mecha
 _NAME = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
 
 
-def _names_in(reason: str, settings: dict[str, str]) -> list[str]:
+def names_in(reason: str, settings: dict[str, str]) -> list[str]:
     """The setting names a librdkafka message mentions, in order, once each (no value)."""
     known = _NAMED_SETTINGS | set(settings)
     return list(dict.fromkeys(n for n in _NAME.findall(reason) if n in known))
-
-
-def _refused(settings: dict[str, str]) -> str | None:
-    """librdkafka's reason for refusing ``settings`` (it may quote a value: never print it), or None."""
-    try:
-        Producer({**settings, "logger": _SILENT})
-    except KafkaException as exc:
-        return str(exc.args[0].str()) if exc.args else "refused"
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    return None
 
 
 # ---------------------------------------------------------------- redaction

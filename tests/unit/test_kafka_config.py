@@ -6,11 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topics.errors import BrewError
-from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection
+from topics.kafka import DEFAULT_BOOTSTRAP, KafkaConnection, check_client_settings
 from topics.kafka_config import (
     OWNED_SETTINGS,
     ConfigError,
-    check_client_settings,
     check_owned_settings,
     choose_bootstrap,
     hide_values,
