@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,10 +10,11 @@ from datetime import datetime
 import orjson
 
 from service.drink_count.counts import DrinkCounts
-from service.records.limits import printable
+from service.records.limits import fitted, printable
 from topics.clock import utc_iso
 
 SNAPSHOT_KEY = b"top-n"
+MIN_NAME_COLUMNS = 12  # however narrow the terminal, a name keeps this much
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,20 @@ def top_n(counts: Mapping[str, int], n: int) -> list[Ranked]:
     return [Ranked(i, drink, count) for i, (drink, count) in enumerate(ordered, start=1)]
 
 
-def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked]) -> str:
-    """The seed's table: ``[HH:MM:SS] processed=N top-10:`` then one ranked row each."""
+def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked], columns: int | None = None) -> str:
+    """The seed's table: ``[HH:MM:SS] processed=N top-10:`` then one ranked row each, every
+    row within ``columns`` (the terminal's width by default): a longer name is cut with an
+    ellipsis, so one 256-byte name cannot widen the whole table."""
+    from rich.cells import cell_len
+
     lines = [f"[{now.astimezone():%H:%M:%S}] processed={processed} top-{n}:"]
-    shown, width = _shown(ranked, 0)
-    lines += [f"  {r.rank:>2}. {name:<{width}}  {r.count}" for r, name in zip(ranked, shown, strict=True)]
+    columns = columns or shutil.get_terminal_size((80, 24)).columns
+    counts = max((len(str(r.count)) for r in ranked), default=1)
+    room = max(MIN_NAME_COLUMNS, columns - len("  10. ") - 2 - counts)
+    shown = [fitted(r.drink, room) for r in ranked]
+    width = max(map(cell_len, shown), default=0)
+    lines += [f"  {r.rank:>2}. {name}{' ' * (width - cell_len(name))}  {r.count}"
+              for r, name in zip(ranked, shown, strict=True)]
     if not ranked:
         lines.append("  (no drinks counted yet)")
     return "\n".join(lines)

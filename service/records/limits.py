@@ -41,14 +41,57 @@ def is_unicode(text: str) -> bool:
 
 
 def printable(text: str) -> str:
-    """``text`` for a terminal: each character Python calls unprintable (controls, format
-    characters such as bidi overrides, separators other than the space) becomes a visible
-    escape, so the result is one line that draws only what it says."""
-    if text.isprintable():
+    """``text`` for a terminal, unambiguously: each character Python calls unprintable
+    (controls, format characters such as bidi overrides, separators other than the space)
+    becomes a visible escape, and a backslash becomes two, so the result is one line that
+    draws only what it says and reads back to exactly ``text`` (``unprintable``)."""
+    if text.isprintable() and "\\" not in text:
         return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    return "".join(_shown(c) for c in text)
 
 
-def _escape(c: str) -> str:
+def fitted(text: str, width: int) -> str:
+    """``printable(text)`` in at most ``width`` terminal columns (``width`` ≥ 1): a longer one
+    is cut, never inside an escape, and ends with an ellipsis."""
+    from rich.cells import cell_len  # columns, as a terminal draws them (wide characters take two)
+
+    shown = printable(text)
+    if cell_len(shown) <= width:
+        return shown
+    out, used = [], 0
+    for c in text:
+        piece = _shown(c)
+        if used + cell_len(piece) > width - 1:
+            break
+        out.append(piece)
+        used += cell_len(piece)
+    return "".join(out) + "…"
+
+
+def unprintable(shown: str) -> str:
+    """The text ``printable`` showed (its inverse)."""
+    out, i = [], 0
+    while i < len(shown):
+        c = shown[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        kind = shown[i + 1]
+        if kind == "\\":
+            out.append("\\")
+            i += 2
+            continue
+        digits = {"x": 2, "u": 4, "U": 8}[kind]
+        out.append(chr(int(shown[i + 2:i + 2 + digits], 16)))
+        i += 2 + digits
+    return "".join(out)
+
+
+def _shown(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    if c.isprintable():
+        return c
     code = ord(c)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -37,7 +37,7 @@ from service.spark.conf import (
 )
 from service.spark.shipped_code import code_zip
 from topics.errors import BrewError
-from topics.kafka_config import hidden_values
+from topics.kafka_config import hidden_values, redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,7 +126,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     for key, value in final.items():
         builder = builder.config(key, value)
     try:
-        with _session_python(executor_python(master, from_file, user)), _keep_sigint():
+        with _session_python(executor_python(master, from_file, user)), _keep_sigint(), \
+                _jvm_stderr_filtered(launching):
             spark = builder.getOrCreate()
     except BaseException:
         archive.release()
@@ -266,6 +267,43 @@ def _keep_sigint() -> Iterator[None]:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, before)
+
+
+# What the JVM prints on stderr before any of its logging starts, and says nothing a user can
+# act on: Spark's launcher always adds the incubating vector module, and Java announces it.
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+@contextmanager
+def _jvm_stderr_filtered(launching: bool) -> Iterator[None]:
+    """The JVM launched inside this block writes its stderr through a pipe that this process
+    forwards, for the JVM's whole life, to its own stderr: without ``_JVM_NOISE``, and with no
+    value of the --kafka-config file (``topics.kafka_config.redact``). A user sees only
+    brewstream's lines and Spark's one-line warnings."""
+    if not launching:
+        yield
+        return
+    read_end, write_end = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)  # the JVM inherits this as its stderr
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(write_end)
+        threading.Thread(target=_forward_stderr, args=(read_end, saved), name="jvm-stderr", daemon=True).start()
+
+
+def _forward_stderr(read_end: int, out: int) -> None:
+    with os.fdopen(read_end, "rb") as lines:
+        for line in lines:
+            if line.startswith(_JVM_NOISE):
+                continue
+            data = redact(line.decode("utf-8", "replace")).encode()
+            try:
+                os.write(out, data)
+            except OSError:
+                return
 
 
 @contextmanager

@@ -1,6 +1,5 @@
 """Names are data: whatever a valid name holds, a terminal shows it as one printable line."""
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,21 +11,35 @@ from service.drink_count.counts import DrinkCounts
 from service.drink_count.topn import board_text, counts_text, top_n
 from service.instance.lease import Announcement
 from service.ops.status import InstanceView, Status, status_text
-from service.records.limits import printable
+from service.records.limits import fitted, printable, unprintable
 
 # Names are valid keys whatever they hold; a terminal must not take them for commands.
 _HOSTILE = ["latte\n  1. forged  999999", "\x1b[2J\x1b[Hcleared", "mocha\r", "tea\u202eetal", "a\tb"]
-
-_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\U([0-9a-f]{8})")
 
 
 @given(st.text())
 def test_printable_is_one_printable_line_that_reads_back_to_the_name(text: str) -> None:
     shown = printable(text)
     assert shown.isprintable()
-    assert (shown == text) == text.isprintable()
-    if "\\" not in text:  # a name with its own backslashes may read back ambiguously
-        assert _ESCAPE.sub(lambda m: chr(int(next(g for g in m.groups() if g), 16)), shown) == text
+    assert (shown == text) == (text.isprintable() and "\\" not in text)
+    assert unprintable(shown) == text  # unambiguous: a backslash of the name's own is doubled
+
+
+def test_a_control_character_and_its_spelling_look_different() -> None:
+    assert printable("latte\nmocha") != printable("latte\\x0amocha")
+    assert printable("latte\nmocha") == "latte\\x0amocha" and printable("latte\\x0amocha") == "latte\\\\x0amocha"
+
+
+@given(st.text(), st.integers(1, 120))
+def test_a_fitted_name_fits_and_shows_a_prefix_of_the_name(text: str, width: int) -> None:
+    from rich.cells import cell_len
+
+    shown = fitted(text, width)
+    if cell_len(printable(text)) <= width:
+        assert shown == printable(text)
+        return
+    assert shown.endswith("…") and cell_len(shown) <= width
+    assert text.startswith(unprintable(shown[:-1]))
 
 
 def test_hostile_names_show_escaped_on_the_board_and_in_counts() -> None:
@@ -36,6 +49,8 @@ def test_hostile_names_show_escaped_on_the_board_and_in_counts() -> None:
     assert len(text.splitlines()) == 1 + len(_HOSTILE)
     assert all(line.isprintable() for line in text.splitlines())
     assert "latte\\x0a  1. forged  999999" in text and "\\x1b[2J" in text and "tea\\u202eetal" in text
+    wide = board_text(now, 6, 10, top_n({"x" * 256: 1, "latte": 2}, 10), columns=60)
+    assert max(len(line) for line in wide.splitlines()) <= 60 and "…" in wide
     state = DrinkCounts(dict.fromkeys(_HOSTILE, 1), StoreState(meta={"processed_orders": 6}))
     listing = counts_text(state)
     assert len(listing.splitlines()) == 1 + len(_HOSTILE)
