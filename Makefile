@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
 
-.PHONY: install run run-cluster test lint unit sandbox-up sandbox-down clean bench events windows prometheus
+.PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench events windows prometheus
 
 GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java service/spark/jvm/brewstream/*.java)
 GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
@@ -76,7 +76,7 @@ windows: install
 	$(BREW) topics create
 	$(BREW) windows
 
-test: install lint prometheus
+test: install lint docs prometheus
 	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -93,7 +93,13 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# The benchmark (BENCHMARKS.md): its own sandbox broker, every scenario, a table on stdout
+# The documentation site (mkdocs.yml, docs/) into .cache/site. Strict: a broken link or
+# anchor, a page missing from the nav or an included file that is gone fails the build.
+# The CLI reference is generated from the click commands; tests/unit/test_docs.py checks it.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
+
+# The benchmark (docs/benchmarks.md): its own sandbox broker, every scenario, a table on stdout
 # and bench/results/latest.json. A quick pass:
 #   make bench BENCH_ARGS="--orders 50000 --reps 1 --latency-seconds 10"
 bench: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed

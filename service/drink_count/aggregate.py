@@ -192,7 +192,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     First the JVM counts the orders the order gate proves clean (``OrderGate``, in
     service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
     which are nearly all of them, without sending a row to Python, where decoding took
-    about two fifths of a warm batch's CPU (BENCHMARKS.md). Only when some rows were not
+    about two fifths of a warm batch's CPU (docs/benchmarks.md). Only when some rows were not
     proven clean, a second job sends exactly those to the Python workers
     (``_count_in_python``), which count them or give their DLQ reasons."""
     from pyspark.sql import functions as F
@@ -283,7 +283,7 @@ def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int
     ``maxRecordsPerBatch`` rows and, because a record can be as big as Kafka allows,
     at ``maxBytesPerBatch`` bytes (brewstream's default: 32 MiB). The byte bound costs:
     Spark measures the Arrow batch after every row, about a quarter of the JVM's CPU for
-    small orders (BENCHMARKS.md). So the first pass sends whole only the rows whose key
+    small orders (docs/benchmarks.md). So the first pass sends whole only the rows whose key
     and value fit ``maxBytesPerBatch / maxRecordsPerBatch`` bytes (3,355 by default),
     which keeps every batch within the bound without measuring it, and marks the others
     ``large``; only when there are any, a second pass counts exactly those, measured.

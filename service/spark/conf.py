@@ -33,7 +33,7 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
     # Every batch writes two small files to the checkpoint (its offsets, then its commit).
     # Through Hadoop's FileContext API, on the local disk the checkpoint is always on, they
-    # took 40-55 ms each; through the FileSystem API 12-16 ms, .crc files kept (BENCHMARKS.md,
+    # took 40-55 ms each; through the FileSystem API 12-16 ms, .crc files kept (docs/benchmarks.md,
     # "Where a small batch's time goes outside the batch function"). That manager needs
     # atomic renames, which a local disk has, and a single writer: the active instance.
     "spark.sql.streaming.checkpointFileManagerClass":

@@ -10,7 +10,7 @@
  * Why an aggregate and not the gate's map exploded into rows and grouped: each task keeps
  * one table of drinks and adds each order into it, so no row per order item is built,
  * converted to Spark's types and hashed, and the code the JIT has to compile for a cold
- * batch is this class and the gate (BENCHMARKS.md). The table is keyed by a name's bytes
+ * batch is this class and the gate (docs/benchmarks.md). The table is keyed by a name's bytes
  * in the value (Drinks) and the gate's scanner is reused, so an order makes no object.
  *
  * tests/integration/test_order_gate.py checks, through this class itself, that reduce and
