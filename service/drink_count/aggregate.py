@@ -217,11 +217,12 @@ TOTALS_FUNCTION = "brew_gate_totals"  # brewstream.GateTotals, one per name limi
 
 def order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
     """The gate's verdict on ``value``: drink -> quantity, or null for a row it cannot prove
-    clean. Registered on every call (one call to the JVM, harmless when repeated), so
-    any session can count."""
+    clean. Registered the first time a session asks for it (Spark warns on stderr at every
+    registration that replaces one), so any session can count."""
     from pyspark.sql import functions as F
 
-    spark.udf.registerJavaFunction(GATE_FUNCTION, GATE_CLASS, "map<string,bigint>")
+    if not spark.catalog.functionExists(GATE_FUNCTION):
+        spark.udf.registerJavaFunction(GATE_FUNCTION, GATE_CLASS, "map<string,bigint>")
     return F.call_function(GATE_FUNCTION, F.col("value"), F.lit(max_name_bytes))
 
 
