@@ -13,6 +13,7 @@ from service.engine.runner import run_pipeline
 from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
+from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.http import routes
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink
@@ -48,26 +49,31 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
         batch_module="service.windows.aggregate",
-        dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes),
+        dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes,
+                                            max_ahead_ns=windows.max_ahead_ns),
         routes=routes(),
     )
 
 
 def windows_config(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
-                   allowed_s: float, emit_early: bool = False, table_rows: int = 8) -> WindowsConfig:
+                   allowed_s: float, emit_early: bool = False, table_rows: int = 8,
+                   max_ahead_s: float = DEFAULT_MAX_AHEAD_NS / 10**9) -> WindowsConfig:
     """The windows a user asked for with the command's flags; ValueError says what is wrong."""
     ns = 10**9
     if hop_s is not None and gap_s is not None:
         raise ValueError("--hop and --session-gap do not go together")
     if not 0 <= delay_s * ns <= MAX_SPAN_NS or window_s * ns > MAX_SPAN_NS:
         raise ValueError("--watermark-delay and --window must lie between 0 and ten years")
+    if not 0 <= max_ahead_s * ns <= MAX_AHEAD_LIMIT_NS:
+        raise ValueError("--max-event-time-ahead must lie between 0 and ten years")
     if gap_s is not None:
         spec = WindowSpec.session(int(gap_s * ns), int(allowed_s * ns))
     elif hop_s is not None:
         spec = WindowSpec.hopping(int(window_s * ns), int(hop_s * ns), int(allowed_s * ns))
     else:
         spec = WindowSpec.tumbling(int(window_s * ns), int(allowed_s * ns))
-    return WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit_early, int(window_s * ns), table_rows)
+    return WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit_early, int(window_s * ns), table_rows,
+                         min(round(max_ahead_s * ns), MAX_AHEAD_LIMIT_NS))
 
 
 def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TABLE, start_from: str = "latest",

@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from restorer.store import Store
 from service.engine.contract import RunConfig
 from service.windows.assign import WindowSpec
+from service.windows.events import DEFAULT_MAX_AHEAD_NS
 from service.windows.pipeline import TableConfig, run
 from service.windows.state import decode_windows_state
 from service.windows.step import WindowsConfig
@@ -49,7 +50,7 @@ def send(pipe: Pipeline, events: list[tuple[str, int]], partition: int = 0) -> N
 
 def run_windows(pipe: Pipeline, spark: Any, dirs: dict[str, Path], spec: WindowSpec, **kw: Any) -> int:
     cfg = WindowsConfig(spec, kw.pop("delay", MIN), kw.pop("idle_ms", 3_600_000), kw.pop("early", False),
-                        kw.pop("table_ns", MIN))
+                        kw.pop("table_ns", MIN), max_ahead_ns=kw.pop("max_ahead", DEFAULT_MAX_AHEAD_NS))
     common = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, topics=pipe.topics, **kw)
     return run(common, cfg, TableConfig(60, 8), start_from="earliest", spark=spark)
 
@@ -158,3 +159,69 @@ def test_kill9_between_batches_then_restore_is_exact(
     with Store(dirs["state"] / "store", read_only=True) as store:
         state = decode_windows_state(store.items())
     assert [w.start_ns for w in state.windows.values()] == [push[1] - push[1] % MIN]  # only the open one
+
+
+# --- clocks far ahead ----------------------------------------------------------------------
+
+YEAR = 365 * 86_400 * 10**9
+HOUR = 60 * MIN
+SEC = 10**9
+
+
+def recent_base() -> int:
+    """A minute boundary half an hour ago: real event times near this machine's clock."""
+    now = time.time_ns()
+    return now - now % MIN - 30 * MIN
+
+
+def send_stamped(pipe: Pipeline, records: list[tuple[str, int, int]], partition: int = 0) -> None:
+    """(shop, event_ns, Kafka timestamp ns) triples, in this order, to one partition."""
+    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "enable.idempotence": True})
+    for shop, t, ts in records:
+        value = json.dumps({"shop_id": shop, "drink": "latte", "amount": 2.5}).encode()
+        p.produce(pipe.topics.events, key=shop.encode(), value=value, partition=partition,
+                  headers=[("event-time", encode_event_time(t))], timestamp=ts // 10**6)
+    assert p.flush(10) == 0
+
+
+def real(times: list[int]) -> list[tuple[str, int, int]]:
+    """Real events: written a second after they happened."""
+    return [(f"shop-{i % 4}", t, t + SEC) for i, t in enumerate(times)]
+
+
+def test_clocks_far_ahead_leave_the_real_windows_exact(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
+    """A year ahead, 2^63 and 2^63-1 ns, and a till whose clock jumped an hour ahead, in one
+    partition between real events: the DLQ, and the real windows as if they were not there."""
+    base = recent_base()
+    times = [base + i * 5 * SEC for i in range(120)]  # ten minutes of real events
+    records = real(times)
+    hostile = [("till-9", times[30] + YEAR, times[30]), ("till-9", 2**63, times[30]),
+               ("till-9", 2**63 - 1, times[30])]
+    hostile += [("till-7", t + HOUR, t + SEC) for t in times[60:70]]  # its clock jumped an hour ahead
+    behind = ("till-3", times[90] - 3 * HOUR, times[90])  # an offline till's order: late, not bad
+    stream = records[:30] + hostile[:3] + records[30:60] + hostile[3:] + records[60:90] + [behind] + records[90:]
+    closer = ("shop-0", times[-1] + 5 * MIN, times[-1] + 5 * MIN)
+    send_stamped(pipe, [*stream, closer])
+
+    assert run_windows(pipe, spark, dirs, WindowSpec.tumbling(MIN), max_offsets_per_trigger=25) == 0
+
+    finals = results(pipe)
+    assert len({r["start"] for r in finals}) == len(finals), "a window was emitted twice"
+    assert {r["start"]: r["count"] for r in finals} == oracle([(s, t) for s, t, _ in records], MIN)
+    dlq = read_topic(pipe.conn, pipe.topics.dlq)
+    bad = {(int(dict(m.headers())["source-offset"]), dict(m.headers())["error"].decode()) for m in dlq}
+    offsets = {i for i, r in enumerate(stream) if r in hostile}
+    assert {o for o, _ in bad} == offsets and len(dlq) == len(hostile)
+    reasons = sorted(r for _, r in bad)
+    assert sum("365d0h ahead of the record's Kafka timestamp, over the 1m limit" in r for r in reasons) == 1
+    assert sum("ns out of range" in r for r in reasons) == 2
+    assert sum(r.startswith("event time 59m59s ahead") for r in reasons) == 10, reasons
+    by_source = sorted(dlq, key=lambda m: int(dict(m.headers())["source-offset"]))
+    assert [m.value() for m in by_source] == [
+        json.dumps({"shop_id": s, "drink": "latte", "amount": 2.5}).encode() for s, _, _ in hostile]  # whole
+    late = read_topic(pipe.conn, pipe.topics.late_events)
+    assert [dict(m.headers())["event-time"] for m in late] == [encode_event_time(behind[1])]
+    with Store(dirs["state"] / "store", read_only=True) as store:
+        state = decode_windows_state(store.items())
+    assert state.clocks[0].max_event_ns == closer[1]
+
