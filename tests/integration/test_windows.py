@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from restorer.restore import restore_store
 from restorer.store import Store
 from service.engine.contract import RunConfig
 from service.windows.assign import WindowSpec
-from service.windows.events import DEFAULT_MAX_AHEAD_NS
+from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.pipeline import TableConfig, run
-from service.windows.state import decode_windows_state
+from service.windows.state import check_value, decode_windows_state
 from service.windows.step import WindowsConfig
 from tests.helpers import Pipeline, read_topic
 from topics.clock import utc_iso
@@ -51,8 +52,9 @@ def send(pipe: Pipeline, events: list[tuple[str, int]], partition: int = 0) -> N
 def run_windows(pipe: Pipeline, spark: Any, dirs: dict[str, Path], spec: WindowSpec, **kw: Any) -> int:
     cfg = WindowsConfig(spec, kw.pop("delay", MIN), kw.pop("idle_ms", 3_600_000), kw.pop("early", False),
                         kw.pop("table_ns", MIN), max_ahead_ns=kw.pop("max_ahead", DEFAULT_MAX_AHEAD_NS))
+    reset = kw.pop("reset_watermark", False)
     common = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, topics=pipe.topics, **kw)
-    return run(common, cfg, TableConfig(60, 8), start_from="earliest", spark=spark)
+    return run(common, cfg, TableConfig(60, 8), start_from="earliest", spark=spark, reset_watermark=reset)
 
 
 def results(pipe: Pipeline) -> list[dict[str, Any]]:
@@ -225,3 +227,55 @@ def test_clocks_far_ahead_leave_the_real_windows_exact(pipe: Pipeline, spark: An
         state = decode_windows_state(store.items())
     assert state.clocks[0].max_event_ns == closer[1]
 
+
+def test_a_poisoned_store_is_refused_then_repaired(pipe: Pipeline, spark: Any, dirs: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    base = recent_base()
+    first = real([base + i * 5 * SEC for i in range(60)])  # 10 min .. 5 min ago: five windows
+    poison = ("till-9", base + 5 * MIN + YEAR, base + 5 * MIN)
+    under_poison = real([base + 5 * MIN + i * 5 * SEC for i in range(36)])  # late under the poison
+    send_stamped(pipe, [*first, poison, *under_poison])
+    # The old way: no bound worth the name (ten years), as before --max-event-time-ahead.
+    assert run_windows(pipe, spark, dirs, WindowSpec.tumbling(MIN), max_offsets_per_trigger=30,
+                       max_ahead=MAX_AHEAD_LIMIT_NS) == 0
+    late_under_poison = len(read_topic(pipe.conn, pipe.topics.late_events))
+    assert late_under_poison > 0  # real events after the poison's batch: all late
+    closed_early = {r["start"] for r in results(pipe)}
+
+    # The daemon notices, before Spark starts, and says what to run.
+    flags = ["--state-dir", str(dirs["state"]), "--checkpoint-dir", str(dirs["ckpt"]), "--available-now",
+             "--from", "earliest"]
+    refused = pipe.brew("windows", *flags)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    line = refused.stderr.strip().splitlines()[-1]
+    assert line.startswith("brewstream: error: the clock of ") and "ahead of its newest input record" in line, line
+    assert "run `brewstream windows --reset-watermark` once" in line and "Traceback" not in refused.stderr
+
+    assert run_windows(pipe, spark, dirs, WindowSpec.tumbling(MIN), reset_watermark=True) == 0
+    with Store(dirs["state"] / "store", read_only=True) as store:
+        repaired = decode_windows_state(store.items())
+    latest = under_poison[-1][1]
+    assert repaired.clocks[0].max_event_ns == latest
+    assert repaired.watermark_ns == latest - latest % MIN + MIN  # the end of the window holding it
+    assert repaired.windows == {}  # the poison's own window, dropped
+    # The repair is a committed batch of the changelog: a restore gives the same state.
+    restore_store(pipe.conn, pipe.topics.windows_changelog, tmp_path / "restored", False, False, check_value)
+    with Store(tmp_path / "restored" / "store", read_only=True) as store:
+        restored = decode_windows_state(store.items())
+    assert (restored.clocks, restored.watermark_ns, restored.windows, restored.by_event) == \
+        (repaired.clocks, repaired.watermark_ns, repaired.windows, repaired.by_event)
+
+    # Real events from now on: exact windows; one in a window the poison closed is late.
+    after = real([base + 8 * MIN + i * 5 * SEC for i in range(48)])
+    sealed = ("shop-1", latest + 2 * SEC, latest + 3 * SEC)
+    closer = ("shop-0", base + 20 * MIN, base + 20 * MIN)
+    send_stamped(pipe, [sealed, *after, closer])
+    assert run_windows(pipe, spark, dirs, WindowSpec.tumbling(MIN), max_offsets_per_trigger=30) == 0
+    finals = results(pipe)
+    assert len({r["start"] for r in finals}) == len(finals), "a window was emitted twice"
+    new = {r["start"]: r["count"] for r in finals if r["start"] not in closed_early}
+    assert new == oracle([(s, t) for s, t, _ in after], MIN)
+    late = read_topic(pipe.conn, pipe.topics.late_events)
+    assert len(late) == late_under_poison + 1
+    assert encode_event_time(sealed[1]) in {dict(m.headers())["event-time"] for m in late}
+    assert read_topic(pipe.conn, pipe.topics.dlq) == []
