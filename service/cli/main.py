@@ -275,19 +275,32 @@ def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
               help="Windows shown in the table.")
 @click.option("--from", "start_from", type=click.Choice(["latest", "earliest"]), default="latest",
               show_default=True, help="Where a brand-new store starts reading the events.")
+@click.option("--max-event-time-ahead", "max_ahead_s", type=DURATION, default="1m", show_default=True,
+              help="An event time further ahead of its record's Kafka timestamp than this (a till with a clock "
+                   "far ahead) is a bad record: the DLQ with its reason, and the watermark never sees it. "
+                   "Behind is fine, however far: that is a late event. At most ten years.")
+@click.option("--reset-watermark", is_flag=True,
+              help="Repair a watermark that an event far ahead poisoned (the daemon refuses to start on one "
+                   "and says so), then run as usual: poisoned partition clocks go back to the latest event "
+                   "time the bound accepts among the input they counted, the watermark to the end of the "
+                   "window holding it, and open windows beyond the bound are dropped; one committed batch. "
+                   "Results already emitted and events already on the late topic stay (docs: event-time "
+                   "windows, A poisoned watermark). A healthy store is left alone.")
 def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
                 allowed_s: float, emit: str, print_s: float, print_windows: int, start_from: str,
-                **common: Any) -> int:
+                max_ahead_s: float, reset_watermark: bool, **common: Any) -> int:
     """Event-time windows over brew.order-events.v1 with a watermark, allowed lateness and a late output."""
     from service.windows.pipeline import TableConfig, run, windows_config
 
     if print_s <= 0:
         raise click.BadParameter("--print must be above 0")
     try:
-        cfg = windows_config(window_s, hop_s, gap_s, delay_s, idle_s, allowed_s, emit == "early", print_windows)
+        cfg = windows_config(window_s, hop_s, gap_s, delay_s, idle_s, allowed_s, emit == "early", print_windows,
+                             max_ahead_s)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from)
+    return run(run_config(**common), cfg, TableConfig(print_s, print_windows), start_from,
+               reset_watermark=reset_watermark)
 
 
 @cli.command("events", context_settings=CONTEXT)

@@ -122,6 +122,10 @@ class Pipeline:
     routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)
+    # Once the store is up to date with the changelog and this instance is its only writer,
+    # before Spark starts: may refuse to start (a BrewError) or commit a repair through
+    # ``restorer.commit``.
+    prepare: Callable[[Store, ChangelogWriter], object] | None = None
 
     @property
     def name(self) -> str:

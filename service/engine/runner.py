@@ -244,6 +244,8 @@ class Daemon:
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
+            if p.prepare is not None:
+                p.prepare(store, changelog)
             health.set(STARTING, "starting the query")
             spark = self.spark()
             if self.stop.is_set():

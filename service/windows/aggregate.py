@@ -25,7 +25,7 @@ import pyarrow as pa
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
-from service.windows.events import BadEvent, parse_event
+from service.windows.events import DEFAULT_MAX_AHEAD_NS, BadEvent, parse_event
 from service.windows.watermark import closed, passed
 from topics.event_time import EVENT_TIME
 
@@ -79,8 +79,13 @@ class WindowBatch:
 
 def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_start: int | None,
                     table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
-                    record_bytes: int = DEFAULT_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, partial rows out."""
+                    record_bytes: int = DEFAULT_RECORD_BYTES,
+                    max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, partial rows out.
+
+    An event whose time runs more than ``max_ahead_ns`` ahead of its record's Kafka
+    timestamp is a bad record (``events.ahead_fault``): it reaches the DLQ, and neither its
+    partition's clock nor any window sees it."""
     out: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
     budget = CarryBudget()
     held = CarryBudget(4 * TASK_CARRY_BUDGET)  # session events kept while their sessions are open
@@ -122,7 +127,7 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
                 event_time = stamps[0] if stamps else None
                 ts_us = cols["ts_us"][i]
                 ev = parse_event(value, event_time, ts_us * 1000 if ts_us is not None else -1,
-                                 max_name_bytes=max_name_bytes)
+                                 max_name_bytes=max_name_bytes, max_ahead_ns=max_ahead_ns)
             except BadEvent as exc:
                 whole(BAD, cols["key"][i], value, b"[]", part=p, off=o, name=str(exc))
                 continue
@@ -228,7 +233,8 @@ def merge_window_partials(rows: Iterable[Mapping[str, Any]]) -> WindowBatch:
 
 def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec, wm_start: int | None,
                      table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
-                     record_bytes: int = DEFAULT_RECORD_BYTES) -> WindowBatch:
+                     record_bytes: int = DEFAULT_RECORD_BYTES,
+                     max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> WindowBatch:
     """Drop rows below the store's next offsets, then window the rest in Spark."""
     from functools import partial
 
@@ -240,5 +246,5 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
     fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
-                 record_bytes=record_bytes)
+                 record_bytes=record_bytes, max_ahead_ns=max_ahead_ns)
     return merge_window_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))

@@ -13,7 +13,12 @@ state and outputs cannot hold is rejected here:
 - ``amount``: a finite JSON number (not a boolean), at most ``MAX_AMOUNT`` either way;
   the event keeps it as whole cents;
 - the event time (header, or the Kafka timestamp without one): from 0 (1970) to
-  ``MAX_EVENT_NS`` (2100), which leaves room under 2^63 for window sizes added to it.
+  ``MAX_EVENT_NS`` (2100), which leaves room under 2^63 for window sizes added to it;
+- an event time from the header at most ``max_ahead_ns`` ahead of the record's own Kafka
+  timestamp (``ahead_fault``), which must then lie in the same range: one device with a
+  clock far ahead would otherwise move its partition's clock, and with it the watermark,
+  past every real event. Behind it is fine, however far: that is a late event (an offline
+  till flushing its orders), for the watermark to judge.
 
 JSON here is what orjson reads: RFC 8259 text in UTF-8 without a BOM, no lone
 surrogates, numbers a double holds, at most 1024 levels deep. Where a key repeats in an
@@ -33,6 +38,11 @@ from topics.event_time import decode_event_time as header_time
 
 MAX_EVENT_NS = 4_102_444_800 * 10**9  # 2100-01-01T00:00:00Z in unix nanoseconds
 MAX_AMOUNT = 1_000_000  # per event, either sign; in cents it stays far inside 64 bits
+# How far an event time may run ahead of its record's Kafka timestamp (--max-event-time-ahead).
+# Like the default --watermark-delay: an event accepted this far ahead moves the watermark no
+# further than an event stamped with the record's own timestamp would.
+DEFAULT_MAX_AHEAD_NS = 60 * 10**9
+MAX_AHEAD_LIMIT_NS = 10 * 366 * 24 * 3600 * 10**9  # ten years, like every other span
 _BYTES_LIKE = (bytes, bytearray, memoryview)  # a tuple: isinstance() is slower with a union
 
 
@@ -57,11 +67,51 @@ def decode_event_time(raw: bytes | None) -> int:
         raise BadEvent(str(exc)) from None
 
 
+def ahead_fault(event_ns: object, kafka_ts_ns: object, max_ahead_ns: int) -> str | None:
+    """Why an event time cannot be trusted next to its record's Kafka timestamp, or None.
+
+    Total over any event time and any Kafka timestamp (an int in any range, None or
+    anything else): the timestamp must be an integer in 0..``MAX_EVENT_NS`` (there is no
+    bound without one), and the event time an integer at most ``max_ahead_ns`` after it.
+    """
+    if type(event_ns) is not int:
+        return "event time is not an integer"
+    if type(kafka_ts_ns) is not int:
+        return "Kafka timestamp is not an integer"
+    if not 0 <= kafka_ts_ns <= MAX_EVENT_NS:
+        return f"Kafka timestamp {show(kafka_ts_ns)} ns out of range 0..{MAX_EVENT_NS}"
+    ahead = event_ns - kafka_ts_ns
+    if ahead > max_ahead_ns:
+        return (f"event time {span_text(ahead)} ahead of the record's Kafka timestamp, "
+                f"over the {span_text(max_ahead_ns)} limit")
+    return None
+
+
+def span_text(ns: int) -> str:
+    """A span for a one-line reason: ``5ns``, ``90ms``, ``1.5s``, ``59m``, ``1h0m``, ``365d0h``."""
+    ms, s = ns // 10**6, ns // 10**9
+    if s >= 10**11:
+        return "over 3000 years"
+    if ns < 10**6:
+        return f"{ns}ns"
+    if ns < 10**9:
+        return f"{ms}ms"
+    if s < 60:
+        return f"{ms / 1000:g}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
+    if s < 86_400:
+        return f"{s // 3600}h{s % 3600 // 60}m"
+    return f"{s // 86_400}d{s % 86_400 // 3600}h"
+
+
 def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int, *,
-                max_name_bytes: int = MAX_NAME_BYTES) -> Event:
+                max_name_bytes: int = MAX_NAME_BYTES, max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> Event:
     """The event in one record; ``event_time`` None means the record has no header."""
     if max_name_bytes <= 0:
         raise ValueError(f"max_name_bytes must be positive, not {max_name_bytes}")
+    if not 0 <= max_ahead_ns <= MAX_AHEAD_LIMIT_NS:
+        raise ValueError(f"max_ahead_ns must lie in 0..{MAX_AHEAD_LIMIT_NS}, not {max_ahead_ns}")
     if value is None:
         raise BadEvent("null value")
     if type(value) is not bytes and not isinstance(value, _BYTES_LIKE):
@@ -85,6 +135,9 @@ def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int,
     ns = decode_event_time(event_time)
     if ns > MAX_EVENT_NS:
         raise BadEvent(f"event time {show(ns)} ns out of range 0..{MAX_EVENT_NS}")
+    fault = ahead_fault(ns, kafka_ts_ns, max_ahead_ns)
+    if fault is not None:
+        raise BadEvent(fault)
     return Event(shop, drink, cents, ns, True)
 
 

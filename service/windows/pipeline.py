@@ -13,15 +13,20 @@ from service.engine.runner import run_pipeline
 from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
+from service.windows.clock_guard import guard_clocks
+from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.http import routes
 from service.windows.output import iso
-from service.windows.sink import WindowsReport, WindowsSink
+from service.windows.sink import WindowsReport, WindowsSink, check_shape
 from service.windows.step import WindowsConfig
 from service.windows.table import WindowsReporter
 from service.windows.wing import WING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from restorer.changelog import ChangelogWriter
+    from restorer.store import Store
 
 log = logging.getLogger("brewstream")
 
@@ -36,8 +41,13 @@ DEFAULT_TABLE = TableConfig()
 
 
 def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TABLE,
-             start_from: str = "latest") -> Pipeline:
+             start_from: str = "latest", reset_watermark: bool = False) -> Pipeline:
     t = cfg.topics
+
+    def prepare(store: Store, changelog: ChangelogWriter) -> None:
+        check_shape(store, windows)
+        guard_clocks(cfg.conn, store, changelog, t.events, windows, cfg.max_name_bytes, reset_watermark)
+
     return Pipeline(
         wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
         output_topics=(t.windows, t.late_events),
@@ -48,31 +58,37 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
         batch_module="service.windows.aggregate",
-        dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes),
+        dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes,
+                                            max_ahead_ns=windows.max_ahead_ns),
         routes=routes(),
+        prepare=prepare,
     )
 
 
 def windows_config(window_s: float, hop_s: float | None, gap_s: float | None, delay_s: float, idle_s: float,
-                   allowed_s: float, emit_early: bool = False, table_rows: int = 8) -> WindowsConfig:
+                   allowed_s: float, emit_early: bool = False, table_rows: int = 8,
+                   max_ahead_s: float = DEFAULT_MAX_AHEAD_NS / 10**9) -> WindowsConfig:
     """The windows a user asked for with the command's flags; ValueError says what is wrong."""
     ns = 10**9
     if hop_s is not None and gap_s is not None:
         raise ValueError("--hop and --session-gap do not go together")
     if not 0 <= delay_s * ns <= MAX_SPAN_NS or window_s * ns > MAX_SPAN_NS:
         raise ValueError("--watermark-delay and --window must lie between 0 and ten years")
+    if not 0 <= max_ahead_s * ns <= MAX_AHEAD_LIMIT_NS:
+        raise ValueError("--max-event-time-ahead must lie between 0 and ten years")
     if gap_s is not None:
         spec = WindowSpec.session(int(gap_s * ns), int(allowed_s * ns))
     elif hop_s is not None:
         spec = WindowSpec.hopping(int(window_s * ns), int(hop_s * ns), int(allowed_s * ns))
     else:
         spec = WindowSpec.tumbling(int(window_s * ns), int(allowed_s * ns))
-    return WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit_early, int(window_s * ns), table_rows)
+    return WindowsConfig(spec, int(delay_s * ns), int(idle_s * 1000), emit_early, int(window_s * ns), table_rows,
+                         min(round(max_ahead_s * ns), MAX_AHEAD_LIMIT_NS))
 
 
 def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TABLE, start_from: str = "latest",
-        spark: SparkSession | None = None) -> int:
-    return run_pipeline(pipeline(cfg, windows, table, start_from), cfg, spark)
+        spark: SparkSession | None = None, reset_watermark: bool = False) -> int:
+    return run_pipeline(pipeline(cfg, windows, table, start_from, reset_watermark), cfg, spark)
 
 
 def batch_done(r: WindowsReport, metrics: Metrics) -> None:

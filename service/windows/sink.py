@@ -57,6 +57,21 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def shape_fingerprint(cfg: WindowsConfig) -> int:
+    spec = cfg.spec
+    return zlib.crc32(f"{spec.kind}/{spec.size_ns}/{spec.hop_ns}/{spec.gap_ns}/{cfg.table_ns}".encode())
+
+
+def check_shape(store: Store, cfg: WindowsConfig) -> int:
+    """The fingerprint of the windows ``cfg`` asks for; BrewError when the store holds others."""
+    fingerprint = shape_fingerprint(cfg)
+    stored = decode_windows_state(store.items()).reserved.meta.get(SPEC)
+    if stored is not None and stored != fingerprint:
+        raise BrewError(f"the state dir {store.path.parent} holds windows of another shape; use the --window, "
+                        "--hop and --session-gap it was built with, or another --state-dir")
+    return fingerprint
+
+
 class WindowsSink(OrderedCommitSink):
     def __init__(self, store: Store, changelog: ChangelogWriter, topics: Topics, cfg: WindowsConfig,
                  faults: FaultPlan, clock_ms: Callable[[], int] = _now_ms,
@@ -64,13 +79,7 @@ class WindowsSink(OrderedCommitSink):
         super().__init__(store, changelog, faults, options)
         self.opts = options or SinkOptions(KafkaConnection())
         self.topics, self.cfg, self.clock_ms, self.on_batch = topics, cfg, clock_ms, on_batch
-        spec = cfg.spec
-        shape = f"{spec.kind}/{spec.size_ns}/{spec.hop_ns}/{spec.gap_ns}/{cfg.table_ns}"
-        self._fingerprint = zlib.crc32(shape.encode())
-        stored = self._state().reserved.meta.get(SPEC)
-        if stored is not None and stored != self._fingerprint:
-            raise BrewError(f"the state dir {store.path.parent} holds windows of another shape; use the --window, "
-                            "--hop and --session-gap it was built with, or another --state-dir")
+        self._fingerprint = check_shape(store, cfg)
 
     def tick(self) -> None:
         """Advance the watermark on processing time alone (idle partitions) and close windows.
@@ -101,7 +110,7 @@ class WindowsSink(OrderedCommitSink):
         applied = state.reserved.next_offsets(self.topics.events)
         planned = self.planned(batch_id, self.topics.events)
         batch = aggregate_events(df, planned.replay_filter(applied), self.cfg.spec, wm_start, self.cfg.table_ns,
-                                 self.opts.max_name_bytes, self.opts.dlq_record_bytes)
+                                 self.opts.max_name_bytes, self.opts.dlq_record_bytes, self.cfg.max_ahead_ns)
         batch.next_offsets = planned.ends(batch.next_offsets, applied)
         if batch.is_empty:
             return

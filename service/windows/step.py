@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from restorer.codec import Entry, encode_i64, encode_u64, meta_key, offset_key
 from service.windows.aggregate import RawRecord, WindowBatch
 from service.windows.assign import SESSION, Session, WindowSpec, merge_sessions
+from service.windows.events import DEFAULT_MAX_AHEAD_NS
 from service.windows.state import (
     BAD,
     BY_EVENT,
@@ -49,6 +50,7 @@ class WindowsConfig:
     emit_early: bool = False
     table_ns: int = 60 * 10**9
     table_keep: int = 8  # windows kept for the printed table: the ones it shows
+    max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS  # further ahead of its Kafka timestamp, an event is bad
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.records.limits import MAX_NAME_BYTES
-from service.windows.events import MAX_AMOUNT, MAX_EVENT_NS, BadEvent, Event, decode_event_time, parse_event
+from service.windows.events import (
+    MAX_AHEAD_LIMIT_NS,
+    MAX_AMOUNT,
+    MAX_EVENT_NS,
+    BadEvent,
+    Event,
+    ahead_fault,
+    decode_event_time,
+    parse_event,
+    span_text,
+)
 
 # The JSON-as-raw-text strategies and the strict JSON reading are shared with the orders tests.
 from tests.unit.test_orders import (
@@ -43,7 +53,7 @@ def reason_of(value: bytes | None, header: bytes | None = None, kafka_ts_ns: int
 
 
 def test_a_good_event_with_and_without_the_header() -> None:
-    assert parse_event(GOOD, encode_event_time(T), 5) == Event("shop-07", "latte", 450, T, True)
+    assert parse_event(GOOD, encode_event_time(T), T + 5) == Event("shop-07", "latte", 450, T, True)
     assert parse_event(GOOD, None, T) == Event("shop-07", "latte", 450, T, False)
 
 
@@ -61,7 +71,7 @@ def test_event_time_header_beyond_the_bound() -> None:
     assert "event time 18446744073709551615 ns out of range" in reason_of(GOOD, bytes([255] * 8))
     assert "out of range" in reason_of(GOOD, encode_event_time(MAX_EVENT_NS + 1))
     assert "out of range" in reason_of(GOOD, encode_event_time(2**63))
-    assert parse_event(GOOD, encode_event_time(MAX_EVENT_NS), 0).event_ns == MAX_EVENT_NS
+    assert parse_event(GOOD, encode_event_time(MAX_EVENT_NS), MAX_EVENT_NS).event_ns == MAX_EVENT_NS
     assert parse_event(GOOD, encode_event_time(0), 0).event_ns == 0
 
 
@@ -207,6 +217,9 @@ def oracle_event(value: bytes | None, header: bytes | None, kafka_ts_ns: int) ->
         return None
     if not 0 <= ns <= ORACLE_MAX_NS:
         return None
+    if header is not None and not (isinstance(kafka_ts_ns, int) and not isinstance(kafka_ts_ns, bool)
+                                   and 0 <= kafka_ts_ns <= ORACLE_MAX_NS and ns - kafka_ts_ns <= 60 * 10**9):
+        return None  # a header's time more than a minute ahead of the record's timestamp, or no timestamp
     return shop, drink, round(amount * 100), ns, header is not None
 
 
@@ -224,6 +237,19 @@ headers = st.one_of(
     st.binary(max_size=10),
 )
 kafka_timestamps = st.one_of(in_range_ns, edge_ns, st.sampled_from([-1, -(2**63)]), st.integers())
+BOUND = 60 * 10**9  # the default --max-event-time-ahead
+
+
+@st.composite
+def stamps(draw: st.DrawFn) -> tuple[bytes | None, int]:
+    """An event-time header (or none) and a Kafka timestamp: unrelated, or near each other
+    (the header's time up to two hours behind the timestamp, or a little ahead, around the bound)."""
+    header = draw(headers)
+    if header is None or len(header) != 8 or draw(st.booleans()):
+        return header, draw(kafka_timestamps)
+    ahead = draw(st.one_of(st.integers(-2 * 3600 * 10**9, 2 * BOUND),
+                           st.sampled_from([BOUND - 1, BOUND, BOUND + 1, 0, -1, 1])))
+    return header, int.from_bytes(header, "big") - ahead
 
 good_name = st.one_of(
     st.sampled_from(["shop-07", "latte", "caf\u00e9", "x" * MAX_NAME_BYTES, "\u00e9" * 128]),
@@ -266,9 +292,9 @@ def near_valid_events(draw: st.DrawFn) -> bytes:
 
 
 @PROPERTY
-@given(st.binary(max_size=300), headers, kafka_timestamps)
-def test_any_bytes(value: bytes, header: bytes | None, kafka_ts_ns: int) -> None:
-    check_event(value, header, kafka_ts_ns)
+@given(st.binary(max_size=300), stamps())
+def test_any_bytes(value: bytes, stamp: tuple[bytes | None, int]) -> None:
+    check_event(value, *stamp)
 
 
 @PROPERTY
@@ -278,23 +304,97 @@ def test_any_bytes_after_a_json_prefix(prefix: bytes, tail: bytes) -> None:
 
 
 @PROPERTY
-@given(json_text.map(to_bytes), headers, kafka_timestamps)
-def test_any_json_document_agrees_with_the_oracle(value: bytes, header: bytes | None, kafka_ts_ns: int) -> None:
-    check_event(value, header, kafka_ts_ns)
+@given(json_text.map(to_bytes), stamps())
+def test_any_json_document_agrees_with_the_oracle(value: bytes, stamp: tuple[bytes | None, int]) -> None:
+    check_event(value, *stamp)
 
 
 @settings(PROPERTY, max_examples=600)
-@given(near_valid_events(), headers, kafka_timestamps)
-def test_near_valid_events_agree_with_the_oracle(value: bytes, header: bytes | None, kafka_ts_ns: int) -> None:
-    check_event(value, header, kafka_ts_ns)
+@given(near_valid_events(), stamps())
+def test_near_valid_events_agree_with_the_oracle(value: bytes, stamp: tuple[bytes | None, int]) -> None:
+    check_event(value, *stamp)
 
 
 def test_the_generators_make_good_and_bad_events() -> None:
-    good = verdicts(st.tuples(near_valid_events(), headers, kafka_timestamps),
-                    lambda ex: oracle_event(*ex) is not None)
+    good = verdicts(st.tuples(near_valid_events(), stamps()), lambda ex: oracle_event(ex[0], *ex[1]) is not None)
     assert len(good) >= 200
     assert 0.2 <= sum(good) / len(good) <= 0.8, sum(good) / len(good)
 
 
 def test_json_whitespace_is_skipped() -> None:
     assert parse_event(b'\r\n {"shop_id"\t:\n"s" ,"drink":"d",\r"amount" : 1 }\n', None, T).amount_cents == 100
+
+
+# --- event times ahead of their record's Kafka timestamp ---------------------------------
+
+YEAR = 365 * 86_400 * 10**9
+HOUR = 3600 * 10**9
+
+
+def test_an_event_time_far_ahead_of_its_record_is_a_bad_record() -> None:
+    assert reason_of(GOOD, encode_event_time(T + YEAR), T) == \
+        "event time 365d0h ahead of the record's Kafka timestamp, over the 1m limit"
+    assert reason_of(GOOD, encode_event_time(T + HOUR), T) == \
+        "event time 1h0m ahead of the record's Kafka timestamp, over the 1m limit"
+    assert reason_of(GOOD, encode_event_time(T + BOUND + 1), T) == \
+        "event time 1m ahead of the record's Kafka timestamp, over the 1m limit"
+    assert parse_event(GOOD, encode_event_time(T + BOUND), T).event_ns == T + BOUND  # the bound itself is fine
+    # 2^63 - 1 and 2^63 ns are beyond what the state holds: refused for their range first.
+    assert "event time 9223372036854775807 ns out of range" in reason_of(GOOD, encode_event_time(2**63 - 1), T)
+    assert "event time 9223372036854775808 ns out of range" in reason_of(GOOD, encode_event_time(2**63), T)
+
+
+def test_an_event_time_behind_its_record_is_late_not_bad() -> None:
+    # An offline till flushing its orders: however old, the watermark decides, not the parser.
+    for behind in (1, HOUR, 3 * HOUR, YEAR, T):
+        assert parse_event(GOOD, encode_event_time(T - behind), T).event_ns == T - behind
+
+
+def test_the_bound_needs_a_kafka_timestamp() -> None:
+    assert reason_of(GOOD, encode_event_time(T), -1) == "Kafka timestamp -1 ns out of range 0..4102444800000000000"
+    assert reason_of(GOOD, encode_event_time(T), None) == "Kafka timestamp is not an integer"  # type: ignore[arg-type]
+    assert reason_of(GOOD, encode_event_time(0), MAX_EVENT_NS + 1).startswith("Kafka timestamp")
+
+
+def test_the_bound_is_a_parameter() -> None:
+    assert parse_event(GOOD, encode_event_time(T + HOUR), T, max_ahead_ns=HOUR).event_ns == T + HOUR
+    with pytest.raises(BadEvent, match="over the 59m limit"):
+        parse_event(GOOD, encode_event_time(T + HOUR), T, max_ahead_ns=HOUR - 60 * 10**9)
+    assert parse_event(GOOD, encode_event_time(T), T, max_ahead_ns=0).event_ns == T
+    for bad_bound in (-1, MAX_AHEAD_LIMIT_NS + 1):
+        with pytest.raises(ValueError, match="max_ahead_ns"):
+            parse_event(GOOD, encode_event_time(T), T, max_ahead_ns=bad_bound)
+
+
+def oracle_ahead(event_ns: object, kafka_ts_ns: object, bound: int) -> bool:
+    """Bad, by the rule as written in the README: no usable timestamp, or the event more than
+    the bound after it."""
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (event_ns, kafka_ts_ns))
+    return not ints or not 0 <= kafka_ts_ns <= ORACLE_MAX_NS or event_ns > kafka_ts_ns + bound  # type: ignore
+
+
+any_time = st.one_of(st.integers(), edge_ns, in_range_ns, st.integers(-(2**70), 2**70),
+                     st.sampled_from([None, True, 1.5, "1", b"\x00" * 8]))
+
+
+@PROPERTY
+@given(any_time, any_time, st.one_of(st.integers(0, MAX_AHEAD_LIMIT_NS), st.sampled_from([0, BOUND, HOUR])))
+def test_the_bound_is_total_and_agrees_with_its_oracle(event_ns: object, kafka_ts_ns: object, bound: int) -> None:
+    fault = ahead_fault(event_ns, kafka_ts_ns, bound)
+    assert (fault is not None) == oracle_ahead(event_ns, kafka_ts_ns, bound), (event_ns, kafka_ts_ns, bound)
+    if fault is not None:
+        assert_short_reason(fault)
+
+
+@PROPERTY
+@given(in_range_ns, st.integers(-(2**63), 2**64), st.integers(0, MAX_AHEAD_LIMIT_NS))
+def test_the_bound_near_its_edge(event_ns: int, offset: int, bound: int) -> None:
+    kafka_ts_ns = event_ns - bound + offset % 3 - 1  # the event bound-1, bound or bound+1 ahead
+    assert (ahead_fault(event_ns, kafka_ts_ns, bound) is not None) == oracle_ahead(event_ns, kafka_ts_ns, bound)
+
+
+@PROPERTY
+@given(st.one_of(st.integers(0, 2**64), st.integers(0, 10**30)))
+def test_spans_read_in_one_short_line(ns: int) -> None:
+    text = span_text(ns)
+    assert text and len(text) <= 20 and text.isascii() and " " not in text.replace("over 3000 years", "x"), text

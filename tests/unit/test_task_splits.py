@@ -71,7 +71,7 @@ def test_windows_do_not_depend_on_the_task_split(events: list[tuple[int, int]], 
     for p, t in events:
         value = json.dumps({"shop_id": f"s{p}", "drink": "latte", "amount": 1.5}).encode()
         header = {"key": "event-time", "value": encode_event_time(t)}
-        rows.append((b"s", value, p, offsets.setdefault(p, 0), 0, [header]))
+        rows.append((b"s", value, p, offsets.setdefault(p, 0), t // 1000, [header]))
         offsets[p] += 1
     spec = WindowSpec.tumbling(MIN)
     watermark = 4 * MIN  # events before it are late: the late output must not depend on the split either

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.windows.aggregate import merge_window_partials, partial_windows
 from service.windows.assign import WindowSpec
@@ -35,24 +37,29 @@ class Pipeline:
         self.offset = 0
         self.results: list[WindowResult] = []
         self.late: list[tuple[str, int]] = []
+        self.bad: list[tuple[int, str]] = []  # (offset, reason)
         self.now_ms = 0
 
-    def batch(self, *events: tuple[str, int, int], now_ms: int | None = None) -> None:
-        """events: (shop, event_ns, partition)"""
+    def batch(self, *events: tuple[str, int, int] | tuple[str, int, int, int | None],
+              now_ms: int | None = None) -> None:
+        """events: (shop, event_ns, partition[, Kafka timestamp in ns; by default the event time's])"""
         self.now_ms = now_ms if now_ms is not None else self.now_ms + 1000
         state = decode_windows_state(self.store.items())
         wm_start = watermark_at(state, self.now_ms, self.cfg)
         rows = []
-        for shop, t, p in events:
+        for shop, t, p, *stamp in events:
             value = json.dumps({"shop_id": shop, "drink": "latte", "amount": 1.25}).encode()
             headers = [{"key": "event-time", "value": encode_event_time(t)}]
-            rows.append((shop.encode(), value, p, self.offset, 0, headers))
+            ts_ns = stamp[0] if stamp else t
+            rows.append((shop.encode(), value, p, self.offset, None if ts_ns is None else ts_ns // 1000, headers))
             self.offset += 1
         cols = list(zip(*rows, strict=True)) if rows else [[] for _ in INPUT]
         arrow = pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, INPUT, strict=True)],
                                            schema=INPUT)
-        partials = [r for b in partial_windows(iter([arrow]), self.cfg.spec, wm_start, self.cfg.table_ns)
+        partials = [r for b in partial_windows(iter([arrow]), self.cfg.spec, wm_start, self.cfg.table_ns,
+                                               max_ahead_ns=self.cfg.max_ahead_ns)
                     for r in b.to_pylist()]
+        self.bad += [(r["off"], r["name"]) for r in partials if r["kind"] == "bad"]
         result = step(state, merge_window_partials(partials), wm_start, self.now_ms, self.cfg, T)
         for k, v in result.entries:
             if v is None:
@@ -148,3 +155,68 @@ def test_a_quiet_stream_still_closes_its_windows_on_an_empty_step() -> None:
     pl.batch(now_ms=60_000)  # nothing arrives; the one partition is idle
     assert pl.state().watermark_ns == at("10:02")
     assert [r.window.start_ns for r in pl.results] == [at("10:00")]
+
+
+# --- one device's clock far ahead -------------------------------------------------------
+
+YEAR = 365 * 86_400 * 10**9
+
+
+def test_one_event_a_year_ahead_is_a_bad_record_and_moves_nothing() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.tumbling(MIN), watermark_delay_ns=MIN, idle_timeout_ms=3_600_000))
+    pl.batch(("a", at("10:00"), 0), ("a", at("10:01"), 0))
+    wm = pl.state().watermark_ns
+    # The till's clock says next year; its record was written now (Kafka timestamp 10:01).
+    pl.batch(("x", at("10:01") + YEAR, 0, at("10:01")), ("x", 2**63 - 1, 0, at("10:01")),
+             ("x", 2**63, 0, at("10:01")), ("x", at("10:01") + 3600 * 10**9, 0, at("10:01")))
+    assert [off for off, _ in pl.bad] == [2, 3, 4, 5]
+    assert "365d0h ahead of the record's Kafka timestamp" in pl.bad[0][1]
+    assert pl.state().watermark_ns == wm and pl.state().clocks[0].max_event_ns == at("10:01")
+    assert pl.results == [] and pl.late == []
+    pl.batch(("a", at("10:02"), 0), ("a", at("10:03"), 0))  # real events go on, none late
+    assert pl.late == []
+    assert [(r.window.start_ns, r.window.count) for r in pl.results] == [(at("10:00"), 1), (at("10:01"), 1)]
+
+
+def test_an_offline_till_flushing_old_orders_is_late_not_bad() -> None:
+    pl = Pipeline(WindowsConfig(WindowSpec.tumbling(MIN), watermark_delay_ns=MIN, idle_timeout_ms=3_600_000))
+    pl.batch(("a", at("13:00"), 0))
+    pl.batch(("b", at("10:00"), 0, at("13:00")))  # three hours behind its record: judged by the watermark
+    assert pl.bad == [] and pl.late == [("", 1)]
+
+
+# Event times anywhere in 64 bits (and near the bound), Kafka timestamps anywhere or missing.
+BOUND = 60 * 10**9
+BASE = at("10:00")
+event = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.one_of(st.integers(BASE - YEAR, BASE + YEAR), st.integers(0, 2**64 - 1),
+              st.sampled_from([0, 2**63 - 1, 2**63, 2**64 - 1])),
+    st.integers(0, 2),
+    st.one_of(st.integers(BASE - 3600 * 10**9, BASE + 3600 * 10**9), st.sampled_from([None, -1, 0, 2**63 - 1]),
+              st.just("near")),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(event, max_size=6), min_size=1, max_size=6), st.sampled_from([0, BOUND, 3600 * 10**9]),
+       st.sampled_from([0, MIN]), st.sampled_from([1_000, 3_600_000]))
+def test_the_watermark_never_moves_past_the_bound(batches: list[list[tuple]], bound: int, delay: int,
+                                                  idle_ms: int) -> None:
+    cfg = WindowsConfig(WindowSpec.tumbling(MIN), watermark_delay_ns=delay, idle_timeout_ms=idle_ms,
+                        max_ahead_ns=bound)
+    pl = Pipeline(cfg)
+    newest: dict[int, int] = {}  # partition -> the latest usable Kafka timestamp it had
+    for events in batches:
+        feed = []
+        for shop, t, p, ts in events:
+            ts = t - bound + (t % 3) - 1 if ts == "near" else ts  # around the edge of the bound
+            feed.append((shop, t, p, ts))
+            if isinstance(ts, int) and 0 <= ts <= 4_102_444_800 * 10**9:
+                newest[p] = max(newest.get(p, ts), ts // 1000 * 1000)  # the microseconds Spark keeps
+        pl.batch(*feed, now_ms=pl.now_ms + 2_000)
+        state = pl.state()
+        for p, clock in state.clocks.items():
+            assert clock.max_event_ns <= newest[p] + bound, (p, clock, newest)
+        if state.watermark_ns is not None:
+            assert state.watermark_ns <= max(newest.values()) + bound - delay
