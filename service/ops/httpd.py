@@ -7,8 +7,8 @@ beside the Spark query, built to keep answering a crowd and to shrug off slow cl
       kernel for the loop to take it instead of being reset.
     - An open connection costs a socket and a few KiB on the loop, never a thread, up to
       MAX_CONNECTIONS at once (fewer when the process's open-file limit is low: see
-      ``connection_cap``). One more is answered ``503`` with ``Retry-After`` at once, and
-      past that many refusals in flight it is reset: no connection waits on a full server.
+      ``connection_cap``). One more is answered ``503`` with ``Retry-After`` at once (reset
+      only past MAX_REFUSING such refusals in flight): none waits on a full server.
     - A request head must arrive whole within HEAD_TIMEOUT_S (from the connection, not per
       byte) and MAX_HEAD_BYTES: a client that sends nothing, or a byte a second, gets a
       ``408`` and is let go, so it holds nothing for long and never delays anyone else.
@@ -23,16 +23,17 @@ beside the Spark query, built to keep answering a crowd and to shrug off slow cl
     - ``stop`` closes the listening socket, ends every connection (event streams
       included) and the loop; nothing here keeps the process alive.
 
-Why the standard library and not a server package: the servers that fit a threaded daemon
-(uvicorn, hypercorn, aiohttp's) parse HTTP well but give neither guard this port needs
-most. None bounds the time to receive a request head: uvicorn's keep-alive timer restarts on
-every byte received, so a client trickling a byte a second holds its connection for as
-long as it likes (xorbitsai/inference#5213 had to wrap uvicorn's protocol classes for
-it), and aiohttp has no request-head deadline either. Only uvicorn caps concurrency, with an
-ASGI app, its own signal handling and event-loop ownership around it. Each would be a
-dependency, several packages for aiohttp, that still needs the guards written here around
-its private classes. What a library would add is the parsing of a request head; for a GET
-answered and closed that is a request line and header lines, and the standard library's
+Why the standard library and not a server package: the asyncio servers that could run
+beside a threaded daemon (uvicorn, aiohttp's) parse HTTP well, but neither bounds the time
+to receive a request head, the guard slow clients need. uvicorn's keep-alive timer restarts
+on every byte received, so a client trickling a byte a second holds its connection for as
+long as it likes (xorbitsai/inference#5213 had to wrap uvicorn's protocol classes for it);
+aiohttp's request handler has a keep-alive timeout (3630 s by default) and no deadline for
+a request head. Only uvicorn caps concurrency, and it comes with an ASGI app, signal
+handling and a loop of its own to work around. Either would be a dependency (several
+packages for aiohttp) that still needs the guards written here, around its private classes.
+What a library would add is the parsing of a request head; for a GET answered and closed
+that is a request line and header lines, and the standard library's
 ``http.client.parse_headers``, the very parser ``http.server`` used here before, reads them
 (``parse_head``), so every answer keeps its bytes: status line, ``Server`` and ``Date``
 headers, error pages.

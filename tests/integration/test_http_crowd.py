@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +74,7 @@ def test_a_crowd_and_slow_clients_at_the_daemon_port(pipe: Pipeline, tmp_path: P
     try:
         wait_until(lambda: (doc := get_json(port, "/api/counts")) and doc["processed_orders"] == len(orders), 240,
                    "the API to show every order", give_up=daemon_alive(daemon, log))
+        started = time.monotonic()
         with loop_in_thread() as loop:
             slow, alone = hold_slow_clients(loop, port, "/readyz")
             check_probes(alone, slow, "slow clients alone")
@@ -99,6 +101,7 @@ def test_a_crowd_and_slow_clients_at_the_daemon_port(pipe: Pipeline, tmp_path: P
             daemon.send_signal(signal.SIGTERM)
             assert daemon.wait(120) == 0, log.read_text()[-2000:]
             run(loop, slow.stop(), 30)
+        print(f"from the daemon ready to its clean stop: {time.monotonic() - started:.1f}s")
     finally:
         if daemon.poll() is None:
             daemon.kill()
