@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import click
@@ -32,19 +31,17 @@ def board_cmd(conn: KafkaConnection, topic_prefix: str, host: str, port: int, wi
     server = bind(host, port, hub, page_bytes())
     feed = TopicFeed(conn, topics)
     refresher = Refresher(hub, feed.view, windows_state_dir, {"counts": topics.counts, "windows": topics.windows})
-    serving = threading.Thread(target=server.serve_forever, name="board-http", daemon=True)
     with stop_on_signals() as stop:
         feed.start()
         refresher.start()
-        serving.start()
+        server.start()
         shown = f"[{host}]" if ":" in host else host
-        click.echo(f"board: serving http://{shown}:{server.server_address[1]}/ (Ctrl+C stops)")
+        click.echo(f"board: serving http://{shown}:{server.port}/ (Ctrl+C stops)")
         try:
             stop.wait()
         finally:
-            server.shutdown()
             hub.close()  # ends every open event stream
-            server.server_close()
+            server.stop()
             refresher.stop()
             feed.stop()
     return 0

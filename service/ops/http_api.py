@@ -17,6 +17,13 @@ every phase, naming it. With a bearer token (``--http-token-file``)
 everything but the probes asks for it; probes stay open because Kubernetes and load
 balancers call them bare, and they say nothing but the phase. Without a token, binding
 beyond loopback is refused unless ``--http-insecure``. Nothing secret is ever in a body.
+
+The server is ``ops.httpd`` (why there, and not a package: its docstring): a crowd waits in a
+deep listen backlog and on one event loop, not on a thread per connection; a slow client is
+let go after HEAD_TIMEOUT_S; the probes are answered on a lane of their own, so they never
+wait behind a store read or the metrics; identical requests at once (a dashboard wall, a
+Prometheus fleet) share one store read or one rendering; past the lanes' bounds a request is
+answered 503 with Retry-After, never dropped.
 """
 
 from __future__ import annotations
@@ -27,12 +34,10 @@ import gzip
 import hmac
 import ipaddress
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -43,14 +48,15 @@ from prometheus_client.exposition import choose_encoder
 from restorer.codec import RESERVED, decode_entries
 from restorer.store import Store
 from service.instance.health import FENCED, RESTORING, STOPPED, Health, liveness, readiness
+from service.ops.httpd import HttpServer, Lane, Request, Response
 from service.ops.metrics import Metrics
 from service.ops.queries import BadQuery, Route, parse_params, status_answer
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
 
-# A client that opens a connection and sends nothing must not hold a thread for long.
-REQUEST_TIMEOUT_S = 30.0
+# Store reads and metrics renderings waiting or running at once; one more is answered 503.
+MAX_WAITING = 256
 
 
 def routes(pipeline_routes: Mapping[str, Route], input_topic: str, metrics: Metrics) -> dict[str, Route]:
@@ -99,7 +105,7 @@ def read_token(path: Path) -> str:
 
 
 class HttpApi:
-    """The daemon's HTTP server, on threads of its own until ``stop``."""
+    """The daemon's HTTP server, on a thread of its own until ``stop``."""
 
     def __init__(self, host: str, port: int, pipeline: str, input_topic: str, pipeline_routes: Mapping[str, Route],
                  metrics: Metrics, health: Health, token: str | None = None) -> None:
@@ -110,15 +116,17 @@ class HttpApi:
         # Held while a request reads the store, and to detach it: the store is never closed
         # under a reader.
         self._store_lock = threading.Lock()
-        cls = _Server6 if ":" in host else _Server
+        # A probe may ask Spark whether the query runs: on a lane of its own, never behind
+        # the store or the metrics. Store reads and renderings share the other.
+        self._probes = Lane("http-probe", 1, MAX_WAITING)
+        self._work = Lane("http-work", 2, MAX_WAITING)
         try:
-            self._server = cls((host, port), self)
+            self._server = HttpServer(host, port, self._handle, "http-api", "brewstream")
         except OSError as exc:
             hint = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
             raise BrewError(f"cannot serve HTTP on {host}:{port} ({hint}); pick another --http-port") from None
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http-api", daemon=True)
-        self._thread.start()
+        self.port = self._server.port
+        self._server.start()
         log.info("HTTP on http://%s:%d (/metrics /healthz /readyz %s)", host, self.port, " ".join(self.routes))
 
     def attach(self, store: Store) -> None:
@@ -131,9 +139,9 @@ class HttpApi:
 
     def stop(self) -> None:
         self.detach()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
+        self._server.stop()
+        self._probes.close()
+        self._work.close()
 
     # ---------------------------------------------------------------- answering
 
@@ -161,78 +169,40 @@ class HttpApi:
                 return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"cannot read the store ({type(exc).__name__})"}
         return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name, **body}
 
+    def probe(self, path: str) -> Response:
+        ok, text = (liveness if path == "/healthz" else readiness)(self.health.phase)
+        return Response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, (text + "\n").encode())
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a slow client never keeps the process alive
-
-    def __init__(self, address: tuple[str, int], api: HttpApi) -> None:
-        self.api = api
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # socketserver would print a traceback to stderr; the daemon's errors are one line.
-        log.debug("HTTP request from %s failed", client_address, exc_info=True)
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    server_version = "brewstream"
-    timeout = REQUEST_TIMEOUT_S
-
-    def do_GET(self) -> None:
-        api = self.server.api
-        path, _, query = self.path.partition("?")
+    async def _handle(self, request: Request) -> Response:
+        path, query = request.path, request.query
         if path in ("/healthz", "/readyz"):
-            ok, text = (liveness if path == "/healthz" else readiness)(api.health.phase)
-            self._send(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, text + "\n")
-            return
-        route = api.routes.get(path)
+            return await self._probes.run(path, lambda: self.probe(path))
+        route = self.routes.get(path)
         if route is None and path != "/metrics":
-            self._send(HTTPStatus.NOT_FOUND, f"not found: {path[:80]}; see /api/status, /metrics, /healthz\n")
-            return
-        if not api.authorized(self.headers.get("Authorization")):
-            self._send(HTTPStatus.UNAUTHORIZED, "a bearer token is required\n",
-                       extra=[("WWW-Authenticate", 'Bearer realm="brewstream"')])
-            return
+            return Response(HTTPStatus.NOT_FOUND,
+                            f"not found: {path[:80]}; see /api/status, /metrics, /healthz\n".encode())
+        if not self.authorized(request.headers.get("Authorization")):
+            return Response(HTTPStatus.UNAUTHORIZED, b"a bearer token is required\n",
+                            headers=(("WWW-Authenticate", 'Bearer realm="brewstream"'),))
         if route is None:
-            self._metrics(query)
-            return
-        status, doc = api.answer(route, query)
-        self._send(status, orjson.dumps(doc) + b"\n", "application/json")
+            return await self._metrics(request)
+        status, doc = await self._work.run(("api", path, query), lambda: self.answer(route, query))
+        return Response(status, orjson.dumps(doc) + b"\n", "application/json")
 
-    def _metrics(self, query: str) -> None:
+    async def _metrics(self, request: Request) -> Response:
         # As prometheus_client's own server did: OpenMetrics when asked for, gzip when
         # accepted, only some families with ?name[]=…
-        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-        registry = self.server.api.metrics.registry
-        names = parse_qs(query).get("name[]")
-        body = encoder(registry.restricted_registry(names) if names else registry)
-        extra = []
-        if "gzip" in self.headers.get("Accept-Encoding", ""):
-            body, extra = gzip.compress(body), [("Content-Encoding", "gzip")]
-        self._send(HTTPStatus.OK, body, content_type, extra)
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        names = tuple(parse_qs(request.query).get("name[]", ()))
+        zipped = "gzip" in request.headers.get("Accept-Encoding", "")
+        registry = self.metrics.registry
 
-    def _send(self, status: HTTPStatus, body: str | bytes, content_type: str = "text/plain; charset=utf-8",
-              extra: list[tuple[str, str]] | None = None) -> None:
-        data = body.encode() if isinstance(body, str) else body
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            for name, value in extra or []:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client went away
+        def render() -> bytes:
+            body = encoder(registry.restricted_registry(list(names)) if names else registry)
+            return gzip.compress(body) if zipped else body
 
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("http %s %s", self.address_string(), format % args)
+        body = await self._work.run(("metrics", content_type, names, zipped), render)
+        return Response(HTTPStatus.OK, body, content_type, (("Content-Encoding", "gzip"),) if zipped else ())
 
 
 def serve_http(host: str, port: int | None, pipeline: str, input_topic: str, pipeline_routes: Mapping[str, Route],

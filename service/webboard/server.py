@@ -1,14 +1,25 @@
-"""The HTTP side: the page, the state as JSON, and the same state as server-sent events."""
+"""The HTTP side: the page, the state as JSON, and the same state as server-sent events.
+
+On ``ops.httpd``'s server (one event loop; a crowd waits in a deep backlog, a slow client is
+let go, past the bounds a request is answered 503 with Retry-After): the page and the state
+are bytes in memory, answered on the loop itself. Every open page holds an event stream; one
+relay thread waits on the hub and hands each new version to all of them at once, so a
+thousand pages cost a thousand sockets, not a thousand threads. A page that stops reading
+(a frozen tab) is let go once MAX_STREAM_BUFFER bytes wait for it; its browser reconnects.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import logging
-import socket
+import threading
+import time
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
+from service.ops.httpd import HttpServer, Request, Response, Stream
 from service.webboard.state import Hub
 from topics.errors import BrewError
 
@@ -17,72 +28,95 @@ log = logging.getLogger(__name__)
 # A comment line now and then lets both ends notice a connection that died quietly.
 KEEPALIVE_S = 15.0
 RECONNECT_MS = 2000
+MAX_STREAM_BUFFER = 1 << 20
+# How often the relay looks up from the hub (to notice a stop).
+_RELAY_WAIT_S = 1.0
 
 
 def page_bytes() -> bytes:
     return resources.files("service.webboard").joinpath("static/board.html").read_bytes()
 
 
-class BoardServer(ThreadingHTTPServer):
-    # Event streams never end on their own; they must not keep the process alive.
-    daemon_threads = True
+class BoardServer:
+    """Listens from the constructor; serves from ``start`` until ``stop``."""
 
-    def __init__(self, address: tuple[str, int], hub: Hub, page: bytes) -> None:
-        self.hub = hub
-        self.page = page
-        super().__init__(address, BoardHandler)
+    def __init__(self, host: str, port: int, hub: Hub, page: bytes) -> None:
+        self.hub, self.page = hub, page
+        self._http = HttpServer(host, port, self._handle, "board-http", "brewstream-board")
+        self.port = self._http.port
+        # Open event streams, each with the version it was sent last; touched on the loop only.
+        self._streams: dict[asyncio.StreamWriter, int] = {}
+        self._stop = threading.Event()
+        self._relay = threading.Thread(target=self._relay_loop, name="board-relay", daemon=True)
 
+    def start(self) -> None:
+        self._http.start()
+        self._relay.start()
 
-class BoardServer6(BoardServer):
-    address_family = socket.AF_INET6
+    def stop(self) -> None:
+        self._stop.set()
+        self._http.stop()
+        if self._relay.is_alive():
+            self._relay.join(2 * _RELAY_WAIT_S)
 
-
-class BoardHandler(BaseHTTPRequestHandler):
-    server: BoardServer
-    server_version = "brewstream-board"
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+    async def _handle(self, request: Request) -> Response | Stream:
+        path = request.path
         if path in ("/", "/index.html"):
-            self._send(HTTPStatus.OK, "text/html; charset=utf-8", self.server.page)
-        elif path == "/api/state":
-            self._send(HTTPStatus.OK, "application/json", self.server.hub.latest()[1])
-        elif path == "/events":
-            self._stream()
-        else:
-            self._send(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found\n")
+            return Response(HTTPStatus.OK, self.page, "text/html; charset=utf-8")
+        if path == "/api/state":
+            return Response(HTTPStatus.OK, self.hub.latest()[1], "application/json")
+        if path == "/events":
+            return Stream("text/event-stream", self._stream)
+        return Response(HTTPStatus.NOT_FOUND, b"not found\n")
 
-    def _send(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _stream(self) -> None:
-        hub = self.server.hub
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        version, body = hub.latest()
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.hub.closed:
+            return
+        version, body = self.hub.latest()
+        writer.write(f"retry: {RECONNECT_MS}\n\n".encode() + _event(body))
+        self._streams[writer] = version
         try:
-            self.wfile.write(f"retry: {RECONNECT_MS}\n\n".encode() + _event(body))
-            self.wfile.flush()
-            while not hub.closed:
-                newer = hub.wait_newer(version, KEEPALIVE_S)
-                if newer is None:
-                    self.wfile.write(b": keepalive\n\n")
-                else:
-                    version, body = newer
-                    self.wfile.write(_event(body))
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the page went away
+            while await reader.read(4096):  # a page says nothing more: this ends when it goes away
+                pass
+        finally:
+            self._streams.pop(writer, None)
 
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+    # ------------------------------------------------------------ the relay
+
+    def _relay_loop(self) -> None:
+        version = self.hub.latest()[0]
+        last = time.monotonic()
+        while not self._stop.is_set():
+            newer = self.hub.wait_newer(version, _RELAY_WAIT_S)
+            if self.hub.closed:
+                self._http.call_soon(self._end_streams)
+                return
+            if newer is not None:
+                version, body = newer
+                self._http.call_soon(self._broadcast, version, _event(body))
+            elif time.monotonic() - last < KEEPALIVE_S:
+                continue
+            else:
+                self._http.call_soon(self._broadcast, None, b": keepalive\n\n")
+            last = time.monotonic()
+
+    def _broadcast(self, version: int | None, data: bytes) -> None:
+        for writer, sent in list(self._streams.items()):
+            if version is not None and sent >= version:
+                continue  # it joined after this version came out
+            if writer.transport.is_closing() or writer.transport.get_write_buffer_size() > MAX_STREAM_BUFFER:
+                del self._streams[writer]
+                writer.transport.abort()
+                continue
+            writer.write(data)
+            if version is not None:
+                self._streams[writer] = version
+
+    def _end_streams(self) -> None:
+        for writer in list(self._streams):
+            del self._streams[writer]
+            with contextlib.suppress(OSError):
+                writer.close()
 
 
 def _event(body: bytes) -> bytes:
@@ -91,9 +125,8 @@ def _event(body: bytes) -> bytes:
 
 def bind(host: str, port: int, hub: Hub, page: bytes) -> BoardServer:
     """Listen on host:port, or fail in one line."""
-    cls = BoardServer6 if ":" in host else BoardServer
     try:
-        return cls((host, port), hub, page)
+        return BoardServer(host, port, hub, page)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise BrewError(f"port {port} on {host} is already in use; stop the other process or pass "
