@@ -22,7 +22,7 @@ from restorer.codec import (
 )
 from restorer.faults import FaultPlan
 from restorer.integrity import shape_message
-from restorer.store import Store
+from restorer.store import Store, StoreGone
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
@@ -57,6 +57,11 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     batch, so nothing is lost) and stops as fenced.
     """
     t0 = time.monotonic()
+    gone = store.gone()
+    if gone is not None:
+        # Applying this batch to files that are gone would lose it on the next start, while
+        # the changelog holds it: the daemon re-opens the store and catches up instead.
+        raise StoreGone(f"{gone} while the daemon ran; nothing of this batch was committed")
     shape = changelog.shape()
     built = store.local(CHANGELOG_PARTITIONS)
     if shape.partitions != len(changelog.partitions) or (built is not None and int(built) != shape.partitions):

@@ -112,6 +112,18 @@ class Store:
         self._sync = WriteOptions()
         self._sync.sync = True
         self._closed = False
+        self._identity = _identity(self.path)
+
+    def gone(self) -> str | None:
+        """Why this store's folder is no longer the one opened, or None. A folder deleted
+        under an open RocksDB goes on taking writes into files nobody can open again: a
+        store that is gone must stop taking batches (``StoreGone``)."""
+        now = _identity(self.path)
+        if now is None:
+            return f"the store at {self.path} was deleted"
+        if now != self._identity:
+            return f"the store at {self.path} was replaced by another folder"
+        return None
 
     def get_u64(self, keys: Iterable[bytes]) -> dict[bytes, int]:
         """Values of the keys that exist."""
@@ -221,6 +233,10 @@ class Store:
         self.close()
 
 
+class StoreGone(BrewError):
+    """The store's folder was deleted or replaced under a running process."""
+
+
 class StoreWriteError(BrewError):
     """A write the store refused (a full disk, a read-only file system): nothing of it was applied."""
 
@@ -229,6 +245,15 @@ class StoreWriteError(BrewError):
         hint = disk_problem(cause) or "check the disk under it"
         super().__init__(f"cannot write the store at {path}: {cause}; {hint}; what the changelog holds is "
                          "applied on the next start, so nothing is lost")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _first_line(exc: BaseException) -> str:
