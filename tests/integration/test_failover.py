@@ -287,7 +287,6 @@ def _freeze_take_over_and_wake(active: Instance, other: Instance, rng: random.Ra
     active.wait_for("back to standby")
     wait_until(lambda: active.text().rfind("role: standby") > active.text().rfind("back to standby"), 120,
                f"the woken {active.name} to stand by again")
-    after = other.text()[mark:]
     said = other.text()[mark:]
     assert not re.search(r"role: (standby|fenced|starting|restoring)|back to standby", said), said[-3000:]
     return before, after
