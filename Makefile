@@ -95,7 +95,7 @@ lint: $(VENV)/.installed
 
 # The documentation site (mkdocs.yml, docs/) into .cache/site. Strict: a broken link or
 # anchor, a page missing from the nav or an included file that is gone fails the build.
-# The CLI reference is generated from the click commands; tests/unit/test_docs.py checks it.
+# The CLI reference is generated from the click commands; tests/unit/docs/test_docs.py checks it.
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
 

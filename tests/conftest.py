@@ -16,7 +16,7 @@ from sandbox import faults
 from sandbox.broker import Sandbox, down, free_port, up
 from sandbox.cluster_layout import KafkaCluster
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
-from tests.helpers import ClusterUnderTest, Pipeline, brew, free_port_run
+from tests.support.helpers import ClusterUnderTest, Pipeline, brew, free_port_run
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection

@@ -80,7 +80,7 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
         track_highest(batch, highest)
         values = batch.column("value").to_pylist()
         # The clean majority on a shorter path that counts only what count_drinks
-        # counts, and the same (tests/unit/test_orders.py checks both on any bytes);
+        # counts, and the same (tests/unit/service/drink_count/test_orders.py checks both on any bytes);
         # the rest, marked rows among them (their value did not travel), below.
         counted, rest = count_plain(values, max_name_bytes, totals)
         good += counted

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from sandbox.broker import free_port
-from tests.helpers import Pipeline, order_bytes, produce
-from tests.integration.test_drink_count import make_orders
-from tests.integration.test_http_api import daemon_alive, get
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, order_bytes, produce
+from tests.support.http import daemon_alive, get
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark

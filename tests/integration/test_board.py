@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
-from sandbox.broker import free_port
-from tests.helpers import Pipeline, order_bytes, produce
-from topics.clock import wait_until
+from tests.support.board import board, stop
+from tests.support.helpers import Pipeline, order_bytes, produce
 from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
@@ -57,38 +52,10 @@ def page(browser: BrowserContext) -> Iterator[Page]:
         p.close()
 
 
-def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int | None:
-    """SIGTERM and wait; then kill whatever is left of the process group."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        with suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout)
-    code = proc.poll()
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return code
 
 
-@contextmanager
-def board(pipe: Pipeline, windows_state: Path, log: Path) -> Iterator[str]:
-    """``brewstream board`` on a free port; yields its URL and checks it stops cleanly."""
-    env = {**os.environ, "KAFKA_BOOTSTRAP": pipe.conn.bootstrap, **pipe.env}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "board", "--port", str(free_port()),
-             "--windows-state-dir", str(windows_state)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        line = wait_until(lambda: proc.poll() is None and _url_line(log), 30, f"the board to serve ({log})")
-        yield line.split()[2]
-    finally:
-        code = stop(proc, timeout=15)
-    assert code == 0, log.read_text()
 
 
-def _url_line(log: Path) -> str | None:
-    return next((ln for ln in log.read_text().splitlines() if ln.startswith("board: serving http://")), None)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
 from service.dlq.read import DlqRecord
 from service.dlq.replay import Sender
-from tests.helpers import create_topic, read_topic
+from tests.support.helpers import create_topic, read_topic
 from topics.clock import wait_until
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection

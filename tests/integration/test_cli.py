@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from service.cli.main import cli
-from tests.helpers import BREW, brew
+from tests.support.helpers import BREW, brew
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection
 

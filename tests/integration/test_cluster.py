@@ -25,9 +25,9 @@ from confluent_kafka import Producer
 
 from sandbox.broker import free_port
 from sandbox.spark_cluster import SparkCluster, down, master_state, running_pid, status, up
-from tests.corpus import BAD_ORDERS
-from tests.executor_env import executor_python
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from tests.support.corpus import BAD_ORDERS
+from tests.support.executor_env import executor_python
+from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import utc_iso, wait_until
 from topics.event_time import encode_event_time
 

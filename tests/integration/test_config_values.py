@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.broker import free_port
-from tests.helpers import Pipeline, order_bytes, produce, read_topic
-from tests.integration.test_drink_count import make_orders
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, order_bytes, produce, read_topic
 from topics.clock import wait_until
 from topics.kafka_config import hide_values
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from tests.helpers import Pipeline, brew, counts_json, create_topic, oracle, order_bytes, produce, read_topic
-from tests.integration.test_drink_count import make_orders, run_available_now
+from tests.support.drink_count import make_orders, run_available_now
+from tests.support.helpers import Pipeline, brew, counts_json, create_topic, oracle, order_bytes, produce, read_topic
 from topics.admin import create_topics
 from topics.catalog import Topics
 
@@ -172,7 +172,7 @@ def test_an_exported_and_repaired_file_goes_back_in_and_is_counted_once(
 def test_a_replay_ledger_that_deletes_by_retention_is_named(pipe: Pipeline) -> None:
     """A ledger that forgets (Kafka's default policy on a topic made by hand) would let the
     same replay, run again later, send its records twice: the replay says so."""
-    from tests.helpers import set_topic_config
+    from tests.support.helpers import set_topic_config
     from topics.clock import wait_until
     from topics.kafka import deletion_risk
 

@@ -17,33 +17,19 @@ from restorer.changelog import ChangelogWriter
 from restorer.codec import is_reserved
 from restorer.faults import FaultPlan
 from restorer.store import StateDir, Store
-from service.drink_count.pipeline import BoardConfig, run
 from service.drink_count.sink import DrinkCountSink
-from service.engine.contract import RunConfig
-from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from tests.support.corpus import BAD_ORDERS
+from tests.support.drink_count import make_orders, run_available_now
+from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection
 
 pytestmark = pytest.mark.spark
 
-DRINKS = ["latte", "mocha", "tea", "flat white", "cortado", "caf\u00e9 cr\u00e8me"]
 
 
-def make_orders(n: int, seed: int) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    orders = []
-    for i in range(n):
-        # Repeated drinks inside one order, and the same drinks over many orders/batches.
-        items = [{"drink": rng.choice(DRINKS), "quantity": rng.randint(1, 4)} for _ in range(rng.randint(1, 4))]
-        orders.append({"order_id": f"o-{seed}-{i}", "shop_id": f"shop-{rng.randint(1, 80):02d}", "items": items})
-    return orders
 
 
-def run_available_now(pipe: Pipeline, spark: Any, dirs: dict[str, Path], **kw: Any) -> int:
-    top_n = kw.pop("top_n", 10)
-    cfg = RunConfig(pipe.conn, dirs["state"], dirs["ckpt"], available_now=True, topics=pipe.topics, **kw)
-    return run(cfg, BoardConfig(60, top_n), spark=spark)
 
 
 def end_offsets_of(conn: KafkaConnection, topic: str) -> dict[str, int]:

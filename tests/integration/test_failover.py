@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from restorer.store import StateDir, Store
-from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
-from tests.integration.test_drink_count import make_orders
+from tests.support.corpus import BAD_ORDERS
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark
@@ -220,7 +220,7 @@ def test_status_shows_the_roles(pipe: Pipeline, tmp_path: Path) -> None:
 
 
 def test_a_short_failover_drill_is_exact(kafka: Any, tmp_path: Path) -> None:
-    from tests.helpers import brew
+    from tests.support.helpers import brew
 
     proc = brew(kafka, "drill", "failover", "--orders", "3000", "--kills", "3", "--feed-time", "60s",
                 "--max-kill-delay", "2s", "--work-dir", str(tmp_path), timeout=900)
@@ -312,8 +312,8 @@ def _longest_gap_between_batches(inst: Instance, seconds: float, feed: Feed, see
 def test_a_windows_standby_takes_over_exactly(pipe: Pipeline, tmp_path: Path) -> None:
     """`windows --standby` follows the active's changelog; after a SIGKILL of the active
     mid-stream it takes over, and every window is emitted once with the oracle's count."""
-    from tests.integration.test_windows import MIN, on_time_stream, results, send
-    from tests.integration.test_windows import oracle as window_oracle
+    from tests.support.windows import MIN, on_time_stream, results, send
+    from tests.support.windows import oracle as window_oracle
 
     events = on_time_stream(300)
     push = ("shop-00", events[-1][1] + 60 * MIN)  # closes every window before it

@@ -19,7 +19,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions
 
 from restorer.changelog import ChangelogWriter
-from tests.helpers import (
+from tests.support.drink_count import make_orders
+from tests.support.helpers import (
     BREW,
     Pipeline,
     brew,
@@ -30,7 +31,6 @@ from tests.helpers import (
     read_topic,
     set_topic_config,
 )
-from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.clock import wait_until

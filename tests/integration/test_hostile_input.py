@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, set_topic_config
-from tests.integration.test_drink_count import make_orders
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic, set_topic_config
 from topics.clock import wait_until
 from topics.event_time import encode_event_time
 

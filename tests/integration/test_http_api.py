@@ -6,39 +6,24 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import threading
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.broker import free_port
-from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, counts_json, oracle, order_bytes, produce
-from tests.integration.test_drink_count import make_orders, run_available_now
+from tests.support.corpus import BAD_ORDERS
+from tests.support.drink_count import make_orders, run_available_now
+from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce
+from tests.support.http import daemon_alive, get, get_json
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    """(status, body); (0, why) when nothing answers yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        return 0, str(exc)
 
 
-def get_json(port: int, path: str) -> dict[str, Any] | None:
-    status, body = get(port, path)
-    return json.loads(body) if status == 200 else None
 
 
 class Poller:
@@ -62,9 +47,6 @@ class Poller:
         self._thread.join(10)
 
 
-def daemon_alive(proc: subprocess.Popen[bytes], log: Path) -> Callable[[], str | None]:
-    return lambda: None if proc.poll() is None else f"the daemon exited {proc.returncode}: " + \
-        log.read_text()[-2000:]
 
 
 def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path: Path) -> None:
@@ -166,7 +148,7 @@ def test_readyz_is_false_during_a_forced_restore_and_true_after(pipe: Pipeline, 
 
 def test_the_windows_api_answers_the_open_windows_of_the_running_daemon(pipe: Pipeline, tmp_path: Path) -> None:
     from service.windows.state import decode_windows_state
-    from tests.integration.test_windows import at, iso, send
+    from tests.support.windows import at, iso, send
 
     port, log, state = free_port(), tmp_path / "daemon.log", tmp_path / "s"
     daemon = pipe.spawn("windows", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "c"),

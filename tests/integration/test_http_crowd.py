@@ -18,11 +18,11 @@ import pytest
 from sandbox.broker import free_port
 from service.ops.httpd import HEAD_TIMEOUT_S
 from service.webboard.server import page_bytes
-from tests.crowd import Outcome, Prober, SlowClients, crowd, hold_streams, latency, loop_in_thread, tally, until
-from tests.helpers import Pipeline, oracle, order_bytes, produce
-from tests.integration.test_board import board
-from tests.integration.test_drink_count import make_orders
-from tests.integration.test_http_api import daemon_alive, get_json
+from tests.support.board import board
+from tests.support.crowd import Outcome, Prober, SlowClients, crowd, hold_streams, latency, loop_in_thread, tally, until
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, oracle, order_bytes, produce
+from tests.support.http import daemon_alive, get_json
 from topics.clock import wait_until
 
 T = TypeVar("T")

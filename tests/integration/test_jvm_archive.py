@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from service.spark.jvm_archive import CACHE_ENV
-from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
-from tests.integration.test_drink_count import make_orders
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, Producer
 from sandbox import cluster, faults, nodes, roles
 from sandbox.kafka_wire import answers
 from sandbox.processes import alive
-from tests.helpers import ClusterUnderTest, brew, create_topic, read_topic
+from tests.support.helpers import ClusterUnderTest, brew, create_topic, read_topic
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection, topic_config
 

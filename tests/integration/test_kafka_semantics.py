@@ -4,7 +4,7 @@ import time
 
 from confluent_kafka import Producer
 
-from tests.helpers import create_topic, read_topic
+from tests.support.helpers import create_topic, read_topic
 from topics.catalog import COMPACTED
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection

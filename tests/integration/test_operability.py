@@ -18,9 +18,9 @@ from sandbox.broker import Sandbox, down, free_port, up
 from service.cli.main import cli
 from service.drink_count.pipeline import BoardConfig, run
 from service.engine.contract import RunConfig
-from tests.corpus import BAD_ORDERS
-from tests.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
-from tests.integration.test_drink_count import make_orders
+from tests.support.corpus import BAD_ORDERS
+from tests.support.drink_count import make_orders
+from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
 from topics.orders_gen import OrderGenerator
 

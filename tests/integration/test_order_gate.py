@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from service.drink_count.aggregate import aggregate_batch, order_gate
 from service.drink_count.orders import BadOrder, count_drinks
 from service.records.limits import MAX_NAME_BYTES
-from tests.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
-from tests.unit.test_orders import (
+from tests.support.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
+from tests.support.orders import (
     JSON_PREFIXES,
     PLAIN_EDGES,
     PROPERTY,

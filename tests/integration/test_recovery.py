@@ -17,8 +17,9 @@ from restorer.store import Store
 from sandbox.broker import Sandbox, down, free_port, up
 from service.drink_count.pipeline import BoardConfig, run
 from service.engine.contract import RunConfig
-from tests.corpus import BAD_ORDERS
-from tests.helpers import (
+from tests.support.corpus import BAD_ORDERS
+from tests.support.drink_count import make_orders
+from tests.support.helpers import (
     Pipeline,
     counts_json,
     oracle,
@@ -27,7 +28,6 @@ from tests.helpers import (
     read_topic,
     set_topic_config,
 )
-from tests.integration.test_drink_count import make_orders
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.clock import wait_until
@@ -228,7 +228,7 @@ def test_restore_needs_clean_on_a_store_with_data(pipe: Pipeline, tmp_path: Path
 # ---------------------------------------------------------------- drills and broker faults
 
 def test_short_kill9_drill_is_exact(kafka: KafkaConnection, tmp_path: Path) -> None:
-    from tests.helpers import brew
+    from tests.support.helpers import brew
 
     proc = brew(kafka, "drill", "kill9", "--orders", "3000", "--kills", "3", "--feed-time", "40s",
                 "--max-kill-delay", "4s", "--work-dir", str(tmp_path), timeout=900)

@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.broker import Sandbox, down, free_port, serves, status, up
-from tests.helpers import create_topic
+from tests.support.helpers import create_topic
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 

@@ -4,7 +4,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import create_topic
+from tests.support.helpers import create_topic
 from topics.kafka import KafkaConnection
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from service.spark.conf import DEFAULTS
-from tests.helpers import brew
+from tests.support.helpers import brew
 from topics.kafka import KafkaConnection
 
 NOWHERE = KafkaConnection("127.0.0.1:1")

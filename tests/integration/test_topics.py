@@ -1,4 +1,4 @@
-from tests.helpers import brew
+from tests.support.helpers import brew
 from topics.catalog import ALL_TOPICS, CHANGELOG
 from topics.kafka import KafkaConnection
 

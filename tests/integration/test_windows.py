@@ -6,7 +6,6 @@ import json
 import shutil
 import signal
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +20,18 @@ from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.pipeline import TableConfig, run
 from service.windows.state import check_value, decode_windows_state
 from service.windows.step import WindowsConfig
-from tests.helpers import Pipeline, read_topic
-from topics.clock import utc_iso
+from tests.support.helpers import Pipeline, read_topic
+from tests.support.windows import MIN, at, iso, on_time_stream, oracle, results, send
 from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
 
-MIN = 60 * 10**9
 
 
-def at(hhmm: str, sec: int = 0) -> int:
-    h, m = map(int, hhmm.split(":"))
-    return int(datetime(2026, 11, 22, h, m, sec, tzinfo=UTC).timestamp()) * 10**9
 
 
-def iso(ns: int) -> str:
-    return utc_iso(ns / 1e9, millis=True)
 
 
-def send(pipe: Pipeline, events: list[tuple[str, int]], partition: int = 0) -> None:
-    """(shop, event_ns) pairs, in this order, to one partition."""
-    p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "enable.idempotence": True})
-    for shop, t in events:
-        value = json.dumps({"shop_id": shop, "drink": "latte", "amount": 2.5}).encode()
-        p.produce(pipe.topics.events, key=shop.encode(), value=value, partition=partition,
-                  headers=[("event-time", encode_event_time(t))])
-    assert p.flush(10) == 0
 
 
 def run_windows(pipe: Pipeline, spark: Any, dirs: dict[str, Path], spec: WindowSpec, **kw: Any) -> int:
@@ -57,8 +42,6 @@ def run_windows(pipe: Pipeline, spark: Any, dirs: dict[str, Path], spec: WindowS
     return run(common, cfg, TableConfig(60, 8), start_from="earliest", spark=spark, reset_watermark=reset)
 
 
-def results(pipe: Pipeline) -> list[dict[str, Any]]:
-    return [json.loads(m.value()) for m in read_topic(pipe.conn, pipe.topics.windows)]
 
 
 def test_textbook_case_on_the_real_pipeline(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:
@@ -124,17 +107,8 @@ def test_an_idle_partition_stops_holding_the_watermark(pipe: Pipeline, spark: An
     assert sorted(r["start"] for r in results(pipe)) == [iso(at("10:00")), iso(at("10:05"))]
 
 
-def on_time_stream(n: int) -> list[tuple[str, int]]:
-    base = at("09:00")
-    return [(f"shop-{i % 5:02d}", base + i * 7 * 10**9) for i in range(n)]
 
 
-def oracle(events: list[tuple[str, int]], size: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for _, t in events:
-        start = iso(t - t % size)
-        out[start] = out.get(start, 0) + 1
-    return out
 
 
 def test_kill9_between_batches_then_restore_is_exact(

@@ -20,9 +20,7 @@ from service.windows.events import (
     parse_event,
     span_text,
 )
-
-# The JSON-as-raw-text strategies and the strict JSON reading are shared with the orders tests.
-from tests.unit.test_orders import (
+from tests.support.orders import (
     PROPERTY,
     NotJSON,
     assert_short_reason,

@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 
 from service.spark.shipped_code import EXECUTOR_PACKAGES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".cache" / "spark-executor-venv"
 MARKER = VENV / ".installed"
 INSTALL_TIMEOUT_S = 900

@@ -13,7 +13,7 @@ import yaml
 
 from service.ops.metrics import Metrics
 
-RULES_DIR = Path(__file__).parents[2] / "deploy" / "prometheus"
+RULES_DIR = Path(__file__).parents[3] / "deploy" / "prometheus"
 RULES = RULES_DIR / "alerts.yml"
 TESTS = RULES_DIR / "alerts.test.yml"
 

@@ -11,7 +11,7 @@ from service.drink_count.aggregate import (
     records_counted,
     small_row_bytes,
 )
-from tests.corpus import BAD_ORDERS
+from tests.support.corpus import BAD_ORDERS
 
 INPUT = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
                    ("offset", pa.int64())])

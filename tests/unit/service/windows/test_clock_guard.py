@@ -20,7 +20,7 @@ from service.windows.clock_guard import (
 from service.windows.events import MAX_AHEAD_LIMIT_NS
 from service.windows.step import FINAL, WindowsConfig
 from service.windows.watermark import PartitionClock, closed
-from tests.unit.test_windows_step import MIN, Pipeline, at
+from tests.support.windows_step import MIN, Pipeline, at
 from topics.event_time import encode_event_time
 
 YEAR = 365 * 86_400 * 10**9

@@ -20,7 +20,7 @@ from mkdocs.config import load_config
 
 from service.cli.main import cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "reference" / "cli.md"
 HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 

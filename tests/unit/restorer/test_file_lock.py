@@ -31,7 +31,7 @@ def test_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
         [sys.executable, "-c", "import sys; from restorer.file_lock import try_lock; "
          f"assert try_lock(__import__('pathlib').Path({str(path)!r})) is not None; print('held', flush=True); "
          "sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parents[2])
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parents[3])
     assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
     assert try_lock(path) is None
     holder.kill()

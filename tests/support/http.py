@@ -1,0 +1,33 @@
+"""Asking a daemon's HTTP port from a test: ``get``, ``get_json``, and whether the daemon
+process is still up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """(status, body); (0, why) when nothing answers yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        return 0, str(exc)
+
+
+def get_json(port: int, path: str) -> dict[str, Any] | None:
+    status, body = get(port, path)
+    return json.loads(body) if status == 200 else None
+
+
+def daemon_alive(proc: subprocess.Popen[bytes], log: Path) -> Callable[[], str | None]:
+    return lambda: None if proc.poll() is None else f"the daemon exited {proc.returncode}: " + \
+        log.read_text()[-2000:]
