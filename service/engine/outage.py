@@ -22,6 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
@@ -29,6 +30,7 @@ from topics.errors import KafkaUnavailable
 from topics.kafka import KafkaConnection, serving_problem, unavailable
 
 log = logging.getLogger("brewstream")
+T = TypeVar("T")
 
 # How often a waiting daemon asks whether the cluster serves again.
 CHECK_EVERY_S = 0.5
@@ -55,6 +57,26 @@ def trouble(exc: BaseException) -> KafkaUnavailable | None:
 def query_failed_on_kafka(failure: str) -> bool:
     """Whether a failed query's whole text says Kafka could not serve its source for now."""
     return bool(_KAFKA_TROUBLE.search(failure))
+
+
+def through_outages(step: Callable[[], T], stop: threading.Event,
+                    wait_out: Callable[[str], bool]) -> tuple[bool, T | None]:
+    """Run ``step`` until it goes through, waiting out each failure that is Kafka's trouble
+    with ``wait_out(reason)`` (False when asked to stop meanwhile); any other failure is
+    raised. ``(True, result)``, or ``(False, None)`` when asked to stop first: a step's own
+    None (most steps return nothing) never reads as a stop."""
+    while not stop.is_set():
+        try:
+            result = step()
+        except Exception as exc:
+            kafka = trouble(exc)
+            if kafka is None:
+                raise
+            if not wait_out(str(kafka)):
+                return False, None
+            continue
+        return True, result
+    return False, None
 
 
 class Outage:

@@ -34,7 +34,7 @@ from restorer.reader import apply_changelog, new_reader, retention_risk, store_f
 from restorer.store import StateDir, Store
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
-from service.engine.outage import Outage, trouble
+from service.engine.outage import Outage, through_outages, trouble
 from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
@@ -104,7 +104,7 @@ class Daemon:
         try:
             with stop_on_signals() as stop:
                 self.stop = stop
-                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq)):
+                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq))[0]:
                     return 0
                 if refresher is not None:
                     refresher.start()
@@ -125,10 +125,12 @@ class Daemon:
         took_over: TakeOver | None = None
         if self.cfg.standby:
             # Warm before anything is asked of it.
-            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg)):
+            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))[0]:
                 return 0
         else:
-            previous = self._through_outages(self.lease.check_first_start)
+            went, previous = self._through_outages(self.lease.check_first_start)
+            if not went:
+                return 0
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
         resume = False  # back to the role Kafka's trouble interrupted
         while not self.stop.is_set():
@@ -171,22 +173,13 @@ class Daemon:
         topics = [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
         return self.outage.wait(self.cfg.conn, topics, self.stop)
 
-    def _through_outages(self, step: Callable[[], T]) -> T | None:
-        """``step``, done again after every outage of Kafka until it goes through; None when
-        asked to stop first."""
-        while not self.stop.is_set():
-            try:
-                result = step()
-            except Exception as exc:
-                kafka = trouble(exc)
-                if kafka is None:
-                    raise
-                if not self._wait_for_kafka(str(kafka)):
-                    return None
-                continue
+    def _through_outages(self, step: Callable[[], T]) -> tuple[bool, T | None]:
+        """``step``, done again after every outage of Kafka until it goes through
+        (``outage.through_outages``): (False, None) when asked to stop first."""
+        went, result = through_outages(step, self.stop, self._wait_for_kafka)
+        if went:
             self.outage.end()
-            return result
-        return None
+        return went, result
 
     # ---------------------------------------------------------------- standby
 
