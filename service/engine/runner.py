@@ -34,7 +34,7 @@ from restorer.reader import apply_changelog, new_reader, retention_risk, store_f
 from restorer.store import StateDir, Store
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
-from service.engine.outage import Outage, through_outages, trouble
+from service.engine.outage import Outage, ServingWatch, through_outages, trouble
 from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
@@ -46,7 +46,7 @@ from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
 from topics.errors import BrewError
-from topics.kafka import max_record_bytes, partitions_of, require_broker
+from topics.kafka import max_record_bytes, partitions_of, require_broker, serving_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -167,11 +167,18 @@ class Daemon:
     def _wait_for_kafka(self, reason: str) -> bool:
         """Wait (saying so once) until the cluster serves this pipeline's topics again;
         False when asked to stop first (``service.engine.outage``)."""
+        self._kafka_cannot_serve(reason)
+        return self.outage.wait(self.cfg.conn, self.topics(), self.stop)
+
+    def _kafka_cannot_serve(self, reason: str) -> None:
+        """An episode of Kafka's trouble: said once, and not ready while it lasts."""
         self.outage.begin(reason)
         self.health.set(STARTING, f"waiting for Kafka: {reason}")
+
+    def topics(self) -> list[str]:
+        """Every topic this instance reads or writes."""
         p = self.p
-        topics = [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
-        return self.outage.wait(self.cfg.conn, topics, self.stop)
+        return [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
 
     def _through_outages(self, step: Callable[[], T]) -> tuple[bool, T | None]:
         """``step``, done again after every outage of Kafka until it goes through
@@ -253,23 +260,40 @@ class Daemon:
                 self.metrics.last_batch_at(last / 1000)
             reporter.start()
 
+            watches: list[ServingWatch] = []
+
             def active(query: StreamingQuery) -> None:
                 # The probes ask the query itself: it can die while the phase still says active.
-                health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
-                self.outage.end()
+                def serving() -> None:
+                    health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
+                    self.outage.end()
+
+                serving()
                 if took_over is not None and took_over.holder is not None:
                     log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
+                for old in watches:
+                    old.stop()
+                watches[:] = [ServingWatch(lambda: sink.seq, lambda: serving_problem(cfg.conn, self.topics()),
+                                           self._kafka_cannot_serve, serving)]
+                watches[0].start()
 
             def lost() -> str | None:
                 other = self.lease.taken_over()
                 return None if other is None else f"{other.describe()} took the lease over"
 
+            ended = False  # the query ended or failed by itself, not on Kafka's trouble
             try:
-                return run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
-                                 self.stop, lost, active)
+                failure = run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
+                                    self.stop, lost, active)
+                ended = True
+                return failure
             finally:
+                for watch in watches:
+                    watch.stop()
                 sink.close()  # lets a batch in flight finish; later ones are refused
-                reporter.stop(final_flush=not sink.fenced)
+                # No last snapshot on the way to wait for Kafka: it could not be sent, and
+                # the wait for it held up the daemon's return once the cluster healed.
+                reporter.stop(final_flush=ended and not sink.fenced)
         except Fenced:
             self.lease.set_role(FENCED, holds_lease=False)
             raise

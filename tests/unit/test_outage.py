@@ -11,7 +11,18 @@ from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.engine.outage import Outage, query_failed_on_kafka, through_outages, trouble
+from service.engine import outage
+from service.engine.outage import (
+    BEGIN,
+    END,
+    QUIET_S,
+    Outage,
+    ServingWatch,
+    query_failed_on_kafka,
+    through_outages,
+    trouble,
+    watch_decision,
+)
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import TRANSIENT, is_transient
 
@@ -133,3 +144,40 @@ def test_other_failures_are_raised_at_once() -> None:
 
     with pytest.raises(BrewError, match="disk is full"):
         through_outages(step, threading.Event(), lambda _r: True)
+
+
+@pytest.mark.parametrize(("waiting", "lately", "problem", "expected"), [
+    (False, True, None, None),  # counting: nothing to say
+    (False, False, None, None),  # idle, and the cluster serves
+    (False, False, "partition 1 has no leader", BEGIN),
+    (True, False, "partition 1 has no leader", None),  # said once per episode
+    (True, False, None, END),  # the cluster serves again
+    (True, True, None, END),  # a batch committed
+])
+def test_what_an_active_instance_says_about_kafka(waiting: bool, lately: bool, problem: str | None,
+                                                  expected: str | None) -> None:
+    assert watch_decision(waiting, lately, problem) == expected
+
+
+def test_the_watch_asks_kafka_only_when_no_batch_committed_lately(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
+    seq, asked, said = [5], [], []
+    problem: list[str | None] = [None]
+
+    def ask() -> str | None:
+        asked.append(now[0])
+        return problem[0]
+
+    watch = ServingWatch(lambda: seq[0], ask, lambda reason: said.append(reason), lambda: said.append("served"))
+    now[0] += 2
+    watch.check()
+    assert asked == [] and said == []
+    now[0] += QUIET_S
+    problem[0] = "partition 0 has 1 in-sync replica, fewer than its min.insync.replicas=2"
+    watch.check()
+    watch.check()
+    assert said == [problem[0]] and watch.waiting
+    seq[0] = 6  # a batch committed: over, without asking
+    watch.check()
+    assert said == [problem[0], "served"] and not watch.waiting and len(asked) == 2
