@@ -50,7 +50,16 @@ from restorer.codec import (
 from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
 from restorer.store import Store
 from topics.errors import BrewError
-from topics.kafka import POLL_WAIT_S, KafkaConnection, deletion_risk, describe_topic, end_offsets
+from topics.kafka import (
+    POLL_WAIT_S,
+    KafkaConnection,
+    cluster_trouble,
+    deletion_risk,
+    describe_topic,
+    end_offsets,
+    is_transient,
+    unavailable,
+)
 from topics.retention import keep_records_fix
 
 POLL_BATCH = 10_000
@@ -80,6 +89,10 @@ class RestoreResult:
 
 RESTORED = re.compile(r"restore done: records=(?P<records>\d+) keys=(?P<keys>\d+) partitions=(?P<partitions>\d+) "
                       r"in (?P<seconds>[\d.]+) s")
+
+
+class ReadStalled(BrewError):
+    """A changelog read that stopped making progress, or cannot find one whole batch."""
 
 
 def retention_risk(conn: KafkaConnection, topic: str) -> str | None:
@@ -144,12 +157,17 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, check_value
             if split is None:
                 break
             if time.monotonic() > deadline:
-                raise BrewError(
+                raise ReadStalled(
                     f"changelog {topic} does not settle on one committed batch (commit markers per "
                     f"partition: {split}); is another writer committing to it? try again"
                 )
             time.sleep(0.2)
             ends = {p: max(e, reached[p]) for p, e in _ends(consumer, topic, partitions).items()}
+    except ReadStalled as exc:
+        # A partition whose leader died (or a cluster that lost its quorum) stops a read, and
+        # leaves a transaction's markers written to some partitions only, until it heals:
+        # that is Kafka's trouble, to wait out. A cluster that serves and still stalls is not.
+        raise cluster_trouble(conn, [topic], str(exc)) or exc from None
     finally:
         if reader is None:
             consumer.close()
@@ -219,7 +237,8 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
         try:
             messages = consumer.consume(num_messages=POLL_BATCH, timeout=POLL_WAIT_S)
         except KafkaException as exc:
-            raise BrewError(f"reading changelog {topic} failed: {exc.args[0].str()}") from None
+            what = f"reading changelog {topic} failed"
+            raise unavailable(what, exc) or BrewError(f"{what}: {exc.args[0].str()}") from None
         done: set[int] = set()
         before = dict(reached)
         # The hot loop of every restore: as little per record as a plain consumer does.
@@ -233,6 +252,8 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
                     if p in todo and offset >= ends[p]:
                         done.add(p)
                     continue
+                if is_transient(err):
+                    continue  # a broker lost or a leader moving: the consumer carries on by itself
                 raise BrewError(f"reading changelog {topic}[{p}] failed: {err.str()}")
             if msg.offset() < ends[msg.partition()]:  # type: ignore[index,operator] # set on records
                 latest[msg.key()] = msg.value()  # type: ignore[index] # a None key is refused by check_entries
@@ -253,8 +274,8 @@ def _read_until(consumer: Consumer, topic: str, reached: dict[int, int], ends: d
             last_progress = time.monotonic()
         elif time.monotonic() - last_progress > stall_s:
             stuck = {p: (reached[p], ends[p]) for p in sorted(todo)}
-            raise BrewError(f"reading changelog {topic} made no progress for {stall_s:.0f}s (partition: (position, "
-                            f"end) {stuck}); is the broker healthy? start again to retry")
+            raise ReadStalled(f"reading changelog {topic} made no progress for {stall_s:.0f}s (partition: (position, "
+                              f"end) {stuck}); is the broker healthy? start again to retry")
     consumer.unassign()
     return records
 

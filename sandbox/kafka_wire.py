@@ -1,6 +1,7 @@
-"""The two Kafka requests the sandbox needs and librdkafka does not offer, spoken directly
-to one broker over one socket: DescribeQuorum (who leads the KRaft quorum, i.e. the active
-controller) and FindCoordinator for a transactional.id.
+"""The Kafka requests the sandbox and its drills need and librdkafka does not offer, spoken
+directly to one broker over one socket: DescribeQuorum (who leads the KRaft quorum, i.e.
+the active controller), FindCoordinator for a transactional.id, and DescribeTransactions
+(the state of that transactional.id's transaction, asked of its coordinator).
 
 confluent-kafka 2.16's ``describe_cluster`` names a controller, but a KRaft broker
 answers that field with a random live broker (clients cannot reach controllers), and
@@ -20,19 +21,23 @@ from topics.errors import BrewError
 
 DESCRIBE_QUORUM = 55
 FIND_COORDINATOR = 10
+DESCRIBE_TRANSACTIONS = 65
 API_VERSIONS = 18
 METADATA_TOPIC = "__cluster_metadata"
 TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional.id
 CLIENT_ID = b"brewstream-sandbox"
 # What a broker answers while it cannot yet (or no longer) say: retriable, not a bug.
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 ERROR_NAMES = {
+    COORDINATOR_LOAD_IN_PROGRESS: "COORDINATOR_LOAD_IN_PROGRESS",
     COORDINATOR_NOT_AVAILABLE: "COORDINATOR_NOT_AVAILABLE",
     NOT_COORDINATOR: "NOT_COORDINATOR",
     35: "UNSUPPORTED_VERSION",
     41: "NOT_CONTROLLER",
     31: "CLUSTER_AUTHORIZATION_FAILED",
+    105: "TRANSACTIONAL_ID_NOT_FOUND",
     53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 }
 
@@ -70,6 +75,24 @@ class Coordinator:
     port: int
 
 
+# A transaction still open (or being completed) in the coordinator's words; any other
+# state (Empty, CompleteCommit, CompleteAbort, Dead) leaves nothing for readers to wait on.
+OPEN_TRANSACTION_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+@dataclass(frozen=True)
+class TransactionState:
+    transactional_id: str
+    state: str  # Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead …
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]  # what an open transaction has written to
+
+    @property
+    def open(self) -> bool:
+        return self.state in OPEN_TRANSACTION_STATES
+
+
 def describe_quorum(host: str, port: int, timeout: float = 5.0) -> Quorum:
     """The KRaft quorum as its leader sees it; any broker forwards the request there."""
     body = (_uvarint(2) + _compact_str(METADATA_TOPIC)  # one topic
@@ -102,6 +125,29 @@ def find_transaction_coordinator(host: str, port: int, transactional_id: str, ti
     _check(code, f"find the coordinator of {transactional_id!r}", message)
     node_id, host_, port_ = r.int32(), r.compact_str(), r.int32()
     return Coordinator(node_id, host_, port_)
+
+
+def describe_transaction(host: str, port: int, transactional_id: str, timeout: float = 5.0) -> TransactionState:
+    """The state of ``transactional_id``'s transaction, asked of its coordinator (at
+    ``host``:``port``); ``WireError`` with code NOT_COORDINATOR when that broker is not it."""
+    body = _uvarint(2) + _compact_str(transactional_id) + _tags()
+    r = _Reader(_call(host, port, DESCRIBE_TRANSACTIONS, 0, body, timeout))
+    r.int32()  # throttle time
+    for _ in range(r.compact_array_len()):
+        code, tid, state = r.int16(), r.compact_str(), r.compact_str()
+        _check(code, f"describe the transaction of {transactional_id!r}")
+        r.int32()  # transaction timeout
+        r.int64()  # start time
+        producer_id, epoch = r.int64(), r.int16()
+        partitions = []
+        for _ in range(r.compact_array_len()):
+            topic = r.compact_str()
+            partitions += [(topic, r.int32()) for _ in range(r.compact_array_len())]
+            r.skip_tags()
+        r.skip_tags()
+        if tid == transactional_id:
+            return TransactionState(tid, state, producer_id, epoch, tuple(partitions))
+    raise WireError(f"the broker at {host}:{port} did not describe the transaction of {transactional_id!r}")
 
 
 def answers(host: str, port: int, timeout: float = 2.0) -> bool:

@@ -1,6 +1,6 @@
 """Who does what in a Kafka cluster right now, for drills that aim a fault at a role: the
 active KRaft controller, the leader of a partition, the transaction coordinator of a
-transactional.id; and a wait for every partition of some topics to have its full ISR
+transactional.id (and the state of its transaction); and a wait for every partition of some topics to have its full ISR
 again (a rolling restart brings each broker back into every ISR before the next).
 
 The controller and the coordinator come from Kafka's own answers (DescribeQuorum and
@@ -16,11 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sandbox.kafka_wire import (
+    COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     NOT_COORDINATOR,
+    Coordinator,
     Quorum,
+    TransactionState,
     WireError,
     describe_quorum,
+    describe_transaction,
     find_transaction_coordinator,
 )
 from topics.clock import WaitTimedOut, wait_until
@@ -64,24 +68,48 @@ def active_controller(bootstrap: str, timeout: float = 2.0) -> int | None:
 def transaction_coordinator(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> int:
     """The node coordinating ``transactional_id``, waiting up to ``timeout`` while the
     cluster cannot say (its __transaction_state partition has no leader yet)."""
-    def ask() -> int | None:
-        errors = []
+    return _coordinator(bootstrap, transactional_id, timeout).node_id
+
+
+def transaction_state(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> TransactionState:
+    """The state of ``transactional_id``'s transaction, as its coordinator has it now
+    (DescribeTransactions), waiting up to ``timeout`` while the coordinator moves."""
+    found: list[TransactionState] = []
+
+    def described() -> bool:
+        where = _coordinator(bootstrap, transactional_id, timeout)
+        try:
+            found.append(describe_transaction(where.host, where.port, transactional_id, timeout=2.0))
+        except WireError as exc:
+            if exc.code not in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, None):
+                raise
+            return False
+        return True
+
+    try:
+        wait_until(described, timeout, f"the transaction state of {transactional_id!r}", every=0.2)
+    except WaitTimedOut as exc:
+        raise BrewError(str(exc)) from None
+    return found[-1]
+
+
+def _coordinator(bootstrap: str, transactional_id: str, timeout: float) -> Coordinator:
+    def ask() -> Coordinator | None:
         for host, port in _addresses(bootstrap):
             try:
-                return find_transaction_coordinator(host, port, transactional_id, timeout=2.0).node_id
+                return find_transaction_coordinator(host, port, transactional_id, timeout=2.0)
             except WireError as exc:
                 if exc.code not in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, None):
                     raise
-                errors.append(str(exc))
         return None
 
-    found: list[int] = []
+    found: list[Coordinator] = []
 
     def known() -> bool:
-        node = ask()
-        if node is not None:
-            found.append(node)
-        return node is not None
+        where = ask()
+        if where is not None:
+            found.append(where)
+        return where is not None
 
     try:
         wait_until(known, timeout, f"a transaction coordinator for {transactional_id!r}", every=0.2)

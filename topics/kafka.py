@@ -6,6 +6,7 @@ Every client (admin, producers, consumers, Spark's source) is built from the sam
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,11 @@ from topics.retention import deletes_records
 
 DEFAULT_BOOTSTRAP = "localhost:19092"
 METADATA_TIMEOUT_S = 5.0
+# How long one request to one broker may go unanswered before a client gives that
+# connection up and asks the cluster again where to go (librdkafka's socket.timeout.ms, the
+# Java clients' request.timeout.ms in Spark's source): a paused broker, or one behind a
+# network that swallows packets, costs this long, not the clients' defaults of 30-60 s.
+REQUEST_TIMEOUT_S = 10.0
 # The wait of every read that ends at end offsets it took first. consume(n, wait) returns
 # once it holds n messages or once the wait has passed, and poll(wait) once one message
 # came or the wait passed; neither ends early at the end of a partition, nor after the
@@ -55,6 +61,13 @@ def show_client_logs(on: bool) -> None:
     _KAFKA_LOG.setLevel(logging.DEBUG if on else logging.CRITICAL + 1)
 
 _QUIET = {"logger": _KAFKA_LOG}
+
+# librdkafka's timeouts for every request but a produce (socket.timeout.ms, 60 s by
+# default) and for a produce (request.timeout.ms, 30 s): the longest a client waits on a
+# broker that stopped answering (paused, or behind a network that swallows packets) before
+# it drops the connection and asks the cluster again. A --kafka-config file may set others.
+_TIMEOUTS = {"socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000)}
+_PRODUCE_TIMEOUT = {"request.timeout.ms": int(REQUEST_TIMEOUT_S * 1000)}
 
 # Readers here assign partitions themselves and never commit, so they join no group;
 # librdkafka still wants a group.id to be set.
@@ -81,14 +94,15 @@ class KafkaConnection:
         return cls(chosen, props, config_file)
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {**_QUIET, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
+        return {**_QUIET, **_TIMEOUTS, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
                 "bootstrap.servers": self.bootstrap}
 
     def admin(self) -> AdminClient:
         return AdminClient(self.config())
 
     def producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
-        return Producer(self.config(overrides))
+        own = {k: v for k, v in _PRODUCE_TIMEOUT.items() if k not in self.properties}  # the file's wins
+        return Producer(self.config({**own, **(overrides or {})}))
 
     def consumer(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
         return Consumer(self.config({**_READER, **(overrides or {})}))
@@ -184,25 +198,50 @@ def topic_exists(conn: KafkaConnection, topic: str, timeout: float = METADATA_TI
 # mark these retriable, and a command started with the broker failed on them.
 _NO_LEADER_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 _LEADER_RETRY_S = 0.05
+# One watermark request's share of the whole wait: a leader that answers does so in
+# milliseconds, and one that died is asked again elsewhere (see ``watermark_retry``).
+_WATERMARK_ATTEMPT_S = 2.0
+AGAIN, REFRESH = "again", "refresh"
+
+
+def watermark_retry(err: KafkaError) -> str | None:
+    """Pure: what a failed watermark request calls for. AGAIN: the partition has no leader
+    yet, ask again; REFRESH: the broker the client took for the leader did not answer (it
+    died, stopped or cannot be reached), so learn the leaders afresh before asking again;
+    None: raise it.
+
+    librdkafka sends a watermark request to the leader its metadata cache names, and a
+    consumer that does not fetch from the partition never refreshes that entry by itself:
+    once the leader died, such a long-lived consumer asked the dead broker, timing out on
+    every call, until the cache's periodic refresh minutes later."""
+    if err.code() in _NO_LEADER_YET:
+        return AGAIN
+    return REFRESH if is_transient(err) else None
 
 
 def watermarks(consumer: Consumer, topic: str, partition: int,
                timeout: float = METADATA_TIMEOUT_S) -> tuple[int, int]:
     """(low, high) of one partition; with isolation.level=read_committed, high is the LSO.
 
-    Every watermark query goes through here: a partition without a leader yet is asked
-    again until ``timeout``; past it, and on any other error, the ``KafkaException`` is raised.
+    Every watermark query goes through here: a partition without a leader yet, or a leader
+    that does not answer, is asked again (``watermark_retry``) until ``timeout``; past it,
+    and on any other error, the ``KafkaException`` is raised.
     """
     tp = TopicPartition(topic, partition)
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=max(left, _LEADER_RETRY_S), cached=False)
+            low, high = consumer.get_watermark_offsets(tp, timeout=max(min(left, _WATERMARK_ATTEMPT_S),
+                                                                       _LEADER_RETRY_S), cached=False)
             return int(low), int(high)
         except KafkaException as exc:
-            if exc.args[0].code() not in _NO_LEADER_YET or left <= _LEADER_RETRY_S:
+            action = watermark_retry(exc.args[0])
+            if action is None or deadline - time.monotonic() <= _LEADER_RETRY_S:
                 raise
+            if action == REFRESH:
+                with contextlib.suppress(KafkaException):
+                    consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
         time.sleep(_LEADER_RETRY_S)
 
 
@@ -296,8 +335,14 @@ _DEFAULT_MIN_ISR = 1
 
 def serving_problem(conn: KafkaConnection, topics: Sequence[str], timeout: float = METADATA_TIMEOUT_S) -> str | None:
     """Why the cluster cannot serve reads and transactional writes of ``topics`` right now,
-    or None: no broker answers, a partition has no leader, or fewer replicas are in sync
-    than the topic's min.insync.replicas (a produce with acks=all is refused then)."""
+    or None: no broker answers, a partition has no leader, fewer replicas are in sync than
+    the topic's min.insync.replicas (a produce with acks=all is refused then), or a leader
+    the metadata names does not answer.
+
+    The last one is asked of every leader itself (one watermark request a partition, by a
+    client new enough to hold no stale metadata): a cluster that lost its KRaft quorum
+    (two of three combined nodes down) can elect and fence nobody, so the surviving broker
+    goes on naming dead brokers as leaders with every replica in sync."""
     try:
         meta = conn.admin().list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -317,7 +362,32 @@ def serving_problem(conn: KafkaConnection, topics: Sequence[str], timeout: float
             p, n = below[0]
             return (f"{topic} partition {p} has {n} in-sync replica{'' if n == 1 else 's'}, fewer than its "
                     f"min.insync.replicas={need}")
+    return _silent_leader(conn, meta, topics)
+
+
+# How long a partition leader may take to answer a watermark request in ``serving_problem``.
+LEADER_ANSWER_S = 2.0
+
+
+def _silent_leader(conn: KafkaConnection, meta: Any, topics: Sequence[str]) -> str | None:
+    consumer = conn.consumer()
+    try:
+        for topic in topics:
+            for p, part in sorted(meta.topics[topic].partitions.items()):
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=LEADER_ANSWER_S, cached=False)
+                except KafkaException as exc:
+                    return f"{topic} partition {p}: its leader, node {part.leader}, cannot serve it ({_reason(exc)})"
+    finally:
+        consumer.close()
     return None
+
+
+def cluster_trouble(conn: KafkaConnection, topics: Sequence[str], what: str) -> KafkaUnavailable | None:
+    """``what`` failed or stalled: as ``KafkaUnavailable`` when the cluster cannot serve
+    ``topics`` now (``serving_problem``), else None (the cause lies elsewhere)."""
+    problem = serving_problem(conn, topics)
+    return None if problem is None else KafkaUnavailable(f"{what}: {problem}")
 
 
 def _min_isr(conn: KafkaConnection, topic: str, timeout: float) -> int:

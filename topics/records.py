@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from topics.errors import BrewError
-from topics.kafka import METADATA_TIMEOUT_S, POLL_WAIT_S, KafkaConnection, watermarks
+from topics.kafka import METADATA_TIMEOUT_S, POLL_WAIT_S, KafkaConnection, cluster_trouble, is_transient, watermarks
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -148,13 +148,13 @@ def read_at(conn: KafkaConnection, topic: str, positions: Iterable[tuple[int, in
                 if not low <= o < high:
                     yield Fetched(p, o, None)
             if todo:
-                yield from _read_partition(consumer, topic, p, todo, high, timeout)
+                yield from _read_partition(conn, consumer, topic, p, todo, high, timeout)
     finally:
         consumer.close()
 
 
-def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: list[int], high: int,
-                    timeout: float) -> Iterator[Fetched]:
+def _read_partition(conn: KafkaConnection, consumer: Consumer, topic: str, partition: int, offsets: list[int],
+                    high: int, timeout: float) -> Iterator[Fetched]:
     consumer.assign([TopicPartition(topic, partition, offsets[0])])
     i = 0
     deadline = time.monotonic() + timeout
@@ -162,13 +162,23 @@ def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: lis
         msg = consumer.poll(POLL_WAIT_S)
         if msg is None:
             position = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if position >= high or time.monotonic() > deadline:
+            if position >= high:
                 break  # what is left is gone (or behind a transaction that never settled)
+            if time.monotonic() > deadline:
+                # Not gone while the cluster cannot serve the partition: say so, rather than
+                # that the records are no longer there.
+                trouble = cluster_trouble(conn, [topic], f"reading {topic}[{partition}] back made no progress "
+                                                         f"for {timeout:.0f}s")
+                if trouble is not None:
+                    raise trouble
+                break
             continue
         err = msg.error()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
                 break
+            if is_transient(err):
+                continue  # the consumer finds the new leader by itself; the deadline bounds it
             raise BrewError(f"reading {topic}[{partition}] back failed: {err.str()}")
         deadline = time.monotonic() + timeout
         off = msg.offset() or 0
@@ -205,12 +215,12 @@ def read_from(conn: KafkaConnection, topic: str, since_ms: int | None = None,
                                                    timeout=METADATA_TIMEOUT_S)[0].offset
                 start = high if found < 0 else max(low, found)  # -1: nothing that recent
             if start < high:
-                yield from _read_range(consumer, topic, p, start, high, timeout)
+                yield from _read_range(conn, consumer, topic, p, start, high, timeout)
     finally:
         consumer.close()
 
 
-def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end: int,
+def _read_range(conn: KafkaConnection, consumer: Consumer, topic: str, partition: int, start: int, end: int,
                 timeout: float) -> Iterator[Message]:
     consumer.assign([TopicPartition(topic, partition, start)])
     deadline = time.monotonic() + timeout
@@ -221,12 +231,15 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, end:
             if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
                 break
             if time.monotonic() > deadline:
-                raise BrewError(f"reading {topic}[{partition}] did not reach offset {end} within {timeout:.0f}s")
+                what = f"reading {topic}[{partition}] did not reach offset {end} within {timeout:.0f}s"
+                raise cluster_trouble(conn, [topic], what) or BrewError(what)
             continue
         err = msg.error()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
                 break
+            if is_transient(err):
+                continue  # the consumer finds the new leader by itself; the deadline bounds it
             raise BrewError(f"reading {topic}[{partition}] failed: {err.str()}")
         deadline = time.monotonic() + timeout
         offset = msg.offset() or 0

@@ -17,6 +17,7 @@ from service.cli.common import CONTEXT, DURATION, F, kafka_options, topic_prefix
 from service.cli.sandbox import sandbox
 from service.cli.spark_cluster import spark_cluster
 from service.cli.spark_options import master_of, spark_options, spark_run_args
+from service.drills.kinds import BROKER_PAUSE_S, KIND_NAMES
 from service.engine.contract import Wing
 from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
@@ -438,7 +439,8 @@ def status_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: 
 
 @cli.group(context_settings=CONTEXT)
 def drill() -> None:
-    """Recovery drills: kill the daemon (and lose its disk) and compare with an oracle."""
+    """Recovery drills: kill the daemon (and lose its disk), or fault the Kafka cluster under it,
+    and compare with an oracle."""
 
 
 def drill_options(fn: F) -> F:
@@ -508,6 +510,92 @@ def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, ma
                                             feed_time, keep_topics=keep_topics,
                                             run_args=spark_run_args(master, spark_conf, min_partitions)))
     return 0 if result.exact else 3
+
+
+@drill.command("broker-faults", context_settings=CONTEXT)
+@kafka_options
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".sandbox/kafka"),
+              show_default=True, help="The sandbox cluster to drill (started, with its fault proxy, if it is not "
+                                      "up); not used with --node-command.")
+@click.option("--port", type=click.IntRange(1, 65535), default=19092, show_default=True,
+              help="Client port of the sandbox cluster's node 1 when the drill creates it (node N: PORT+N-1).")
+@click.option("--node-command", "node_commands", multiple=True, metavar="ACTION=COMMAND",
+              help="Drill your own cluster at --bootstrap instead of the sandbox: the shell command that does "
+                   "ACTION (kill, stop, start, pause or resume) to one broker, with {node} (its node id), {host} "
+                   "and {port} (its address) filled in; repeatable, kill and start required. Kinds whose actions "
+                   "are missing are skipped, and so are the network faults (they need the sandbox's proxy). "
+                   "Example: --node-command 'kill=ssh {host} sudo systemctl kill -s KILL kafka' "
+                   "--node-command 'start=ssh {host} sudo systemctl start kafka'.")
+@click.option("--node-commands", "node_commands_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The same as --node-command, from a file: one ACTION=COMMAND a line, # comments.")
+@click.option("--daemon-bootstrap", default=None,
+              help="With --node-command: where the daemons under test bootstrap.  [default: --bootstrap; on the "
+                   "sandbox, its fault proxy]")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="How many times each fault kind is injected per pass.")
+@click.option("--passes", "passes", type=click.Choice(["both", "alone", "standby"]), default="both",
+              show_default=True, help="The daemon alone, an active with a hot standby, or both passes.")
+@click.option("--kinds", default=None, metavar="KIND,…",
+              help="Only these fault kinds: " + ", ".join(KIND_NAMES) + ".  [default: all the cluster allows]")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the orders, the faults and the pauses.")
+@click.option("--rate", type=click.IntRange(min=10), default=50, show_default=True,
+              help="Orders fed a second, all through the drill (about 1% malformed).")
+@click.option("--pause", "pause_s", type=DURATION, default=format_duration(BROKER_PAUSE_S), show_default=True,
+              help="How long input-leader-pause keeps a broker SIGSTOPped (past the client timeouts).")
+@click.option("--outage", "outage_s", type=DURATION, default="15s", show_default=True,
+              help="How long two-brokers-kill keeps both brokers down.")
+@click.option("--max-gap", "max_gap_s", type=DURATION, default="5s", show_default=True,
+              help="Random pause before each fault, from 1s up to this.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
+              show_default=True, help="Where the drill keeps the daemons' state dirs, checkpoints and logs.")
+@click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+@spark_options
+def drill_broker_faults(conn: KafkaConnection, data_dir: Path, port: int, node_commands: tuple[str, ...],
+                        node_commands_file: Path | None, daemon_bootstrap: str | None, rounds: int, passes: str,
+                        kinds: str | None, seed: int, rate: int, pause_s: float, outage_s: float, max_gap_s: float,
+                        work_dir: Path, keep_topics: bool, master: str | None, spark_conf: dict[str, str],
+                        min_partitions: int | None) -> int:
+    """Kafka's own failures while the daemon counts, alone and with a hot standby: broker,
+    coordinator and controller SIGKILLs, a paused leader, a rolling restart, two brokers down
+    (below min.insync.replicas), the active daemon killed during a broker fault, and network
+    faults through the sandbox's proxy; prints each fault kind's longest and median stall.
+    Exit 3 unless the counts, the DLQ and a fresh restore equal the oracle, every fault
+    recovered, no daemon exited or printed a traceback and no transaction is left open."""
+    from sandbox.cluster_layout import KafkaCluster
+    from service.drills.broker_faults import PASSES, BrokerDrillConfig, run_broker_drill
+    from service.drills.cluster_control import ClusterControl, CommandControl, SandboxControl, parse_node_commands
+
+    chosen = tuple(KIND_NAMES)
+    if kinds is not None:
+        chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
+        unknown = [k for k in chosen if k not in KIND_NAMES]
+        if unknown or not chosen:
+            raise click.BadParameter(f"unknown kind(s) {', '.join(unknown) or '(none)'}; the kinds are "
+                                     f"{', '.join(KIND_NAMES)}", param_hint="'--kinds'")
+    control: ClusterControl
+    if node_commands or node_commands_file:
+        lines = list(node_commands)
+        commands = parse_node_commands(lines)
+        if node_commands_file is not None:
+            from_file = parse_node_commands(node_commands_file.read_text().splitlines(), str(node_commands_file))
+            twice = sorted(set(from_file) & set(commands))
+            if twice:
+                raise click.BadParameter(f"{', '.join(twice)} given both here and in {node_commands_file}",
+                                         param_hint="'--node-command'")
+            commands.update(from_file)
+        require_broker(conn)
+        daemon = KafkaConnection(daemon_bootstrap, conn.properties, conn.config_file) if daemon_bootstrap else conn
+        control = CommandControl.start(conn, daemon, commands)
+    else:
+        if daemon_bootstrap is not None:
+            raise click.BadParameter("goes with --node-command (on the sandbox the daemons use its fault proxy)",
+                                     param_hint="'--daemon-bootstrap'")
+        control = SandboxControl.start(KafkaCluster(data_dir), port)
+    cfg = BrokerDrillConfig(control, rounds=rounds, seed=seed, rate=rate,
+                            passes=PASSES if passes == "both" else (passes,), kinds=chosen, pause_s=pause_s,
+                            outage_s=outage_s, max_gap_s=max_gap_s, work_dir=work_dir, keep_topics=keep_topics,
+                            run_args=tuple(spark_run_args(master, spark_conf, min_partitions)))
+    return 0 if run_broker_drill(cfg).passed else 3
 
 
 @drill.command("disk-loss", context_settings=CONTEXT)

@@ -80,8 +80,8 @@ class FailoverResult(Verdict):
 class Instance:
     """One ``brewstream run`` process group with its own state dir, checkpoint and log."""
 
-    def __init__(self, cfg: DrillConfig, topics: Topics, work: Path, name: str) -> None:
-        self.cfg, self.topics, self.name = cfg, topics, name
+    def __init__(self, cfg: DrillConfig, topics: Topics, work: Path, name: str, extra: tuple[str, ...] = ()) -> None:
+        self.cfg, self.topics, self.name, self.extra = cfg, topics, name, extra
         self.state, self.checkpoint = work / name / "state", work / name / "checkpoint"
         self.log, self.fault_file = work / f"{name}.log", work / f"{name}.fault"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -90,7 +90,7 @@ class Instance:
 
     def start(self, standby: bool) -> None:
         args = daemon_command(self.cfg, self.topics, self.state, self.checkpoint, "--instance", self.name,
-                              *(["--standby"] if standby else []))
+                              *self.extra, *(["--standby"] if standby else []))
         self.fault_file.write_text("")
         env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
         env[FILE_ENV] = str(self.fault_file)

@@ -15,6 +15,7 @@ or both before restarts. At the end it lets the daemon drain the input and compa
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import shutil
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -148,22 +149,36 @@ class DrillResult(Verdict):
     kills: list[Kill] = field(default_factory=list)
 
 
+def order_stream(seed: int) -> Iterator[tuple[tuple[bytes | None, bytes | None], dict[str, int] | None]]:
+    """Endless: each record to feed, with the cups per drink it adds to the oracle, or None
+    for a malformed one (about 1%)."""
+    rng = random.Random(seed)
+    for order in OrderGenerator(seed, run_id=f"drill{seed}"):
+        if rng.random() < 0.01:
+            yield (order["shop_id"].encode(), b'{"order_id": "broken", "items": ['), None
+            continue
+        cups: dict[str, int] = {}
+        for item in order["items"]:
+            cups[item["drink"]] = cups.get(item["drink"], 0) + item["quantity"]
+        yield (order["shop_id"].encode(), orjson.dumps(order)), cups
+
+
+def add_cups(expected: dict[str, int], cups: dict[str, int]) -> None:
+    for drink, n in cups.items():
+        expected[drink] = expected.get(drink, 0) + n
+
+
 def stream(orders: int, seed: int) -> tuple[list[tuple[bytes | None, bytes | None]], dict[str, int], int]:
     """The records to feed, the oracle of their good orders, and how many are bad."""
-    rng = random.Random(seed)
     records: list[tuple[bytes | None, bytes | None]] = []
     expected: dict[str, int] = {}
     bad = 0
-    for i, order in enumerate(OrderGenerator(seed, run_id=f"drill{seed}")):
-        if i == orders:
-            break
-        if rng.random() < 0.01:
-            records.append((order["shop_id"].encode(), b'{"order_id": "broken", "items": ['))
+    for record, cups in itertools.islice(order_stream(seed), orders):
+        records.append(record)
+        if cups is None:
             bad += 1
-            continue
-        for item in order["items"]:
-            expected[item["drink"]] = expected.get(item["drink"], 0) + item["quantity"]
-        records.append((order["shop_id"].encode(), orjson.dumps(order)))
+        else:
+            add_cups(expected, cups)
     return records, expected, bad
 
 

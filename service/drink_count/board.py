@@ -60,7 +60,8 @@ class BoardFlusher:
             while not self.may_publish() and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.flush()
-        self._producer.flush(10)
+        # Best effort (see above): a stop on the way to wait for Kafka leaves what it cannot send.
+        self._producer.flush(10 if final_flush else 0)
 
     def flush(self) -> None:
         started = time.monotonic()

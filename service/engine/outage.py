@@ -22,6 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
@@ -29,6 +30,7 @@ from topics.errors import KafkaUnavailable
 from topics.kafka import KafkaConnection, serving_problem, unavailable
 
 log = logging.getLogger("brewstream")
+T = TypeVar("T")
 
 # How often a waiting daemon asks whether the cluster serves again.
 CHECK_EVERY_S = 0.5
@@ -55,6 +57,96 @@ def trouble(exc: BaseException) -> KafkaUnavailable | None:
 def query_failed_on_kafka(failure: str) -> bool:
     """Whether a failed query's whole text says Kafka could not serve its source for now."""
     return bool(_KAFKA_TROUBLE.search(failure))
+
+
+def through_outages(step: Callable[[], T], stop: threading.Event,
+                    wait_out: Callable[[str], bool]) -> tuple[bool, T | None]:
+    """Run ``step`` until it goes through, waiting out each failure that is Kafka's trouble
+    with ``wait_out(reason)`` (False when asked to stop meanwhile); any other failure is
+    raised. ``(True, result)``, or ``(False, None)`` when asked to stop first: a step's own
+    None (most steps return nothing) never reads as a stop."""
+    while not stop.is_set():
+        try:
+            result = step()
+        except Exception as exc:
+            kafka = trouble(exc)
+            if kafka is None:
+                raise
+            if not wait_out(str(kafka)):
+                return False, None
+            continue
+        return True, result
+    return False, None
+
+
+# While the query runs, the active asks whether Kafka serves it once no batch has
+# committed for QUIET_S (``ServingWatch``), every WATCH_EVERY_S.
+QUIET_S = 5.0
+WATCH_EVERY_S = 2.0
+BEGIN, END = "begin", "end"
+
+
+def watch_decision(waiting: bool, committed_lately: bool, problem: str | None) -> str | None:
+    """Pure: what an active instance whose query runs does about Kafka now. BEGIN: an
+    episode starts (say so once, not ready); END: it is over (a batch committed, or the
+    cluster serves again); None: as it was. ``problem`` is ``serving_problem``'s answer,
+    asked only when no batch committed lately."""
+    if committed_lately or problem is None:
+        return END if waiting else None
+    return None if waiting else BEGIN
+
+
+class ServingWatch:
+    """While the query runs, say when Kafka cannot serve it, instead of waiting for Spark's
+    source to fail the query (its client timeouts and retries: up to a minute): one line
+    when an episode starts (``Outage``), /readyz not ready with the reason meanwhile, and
+    ready again with the next committed batch. Nothing else changes: the query goes on,
+    and picks up by itself once the cluster heals."""
+
+    def __init__(self, committed: Callable[[], int], problem: Callable[[], str | None],
+                 on_begin: Callable[[str], None], on_end: Callable[[], None]) -> None:
+        self.committed, self.problem, self.on_begin, self.on_end = committed, problem, on_begin, on_end
+        self.waiting = False
+        self._seq = committed()
+        self._at = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="kafka-watch", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """No word from it after this returns; a question to Kafka under way (it may take a
+        few timeouts while the cluster is down) is not waited for."""
+        with self._lock:
+            self._stop.set()
+
+    def check(self) -> None:
+        seq = self.committed()
+        if seq != self._seq:
+            self._seq, self._at = seq, time.monotonic()
+        lately = time.monotonic() - self._at < QUIET_S
+        problem = None if lately else self.problem()
+        with self._lock:
+            if self._stop.is_set():
+                return
+            decision = watch_decision(self.waiting, lately, problem)
+            if decision == BEGIN and problem is not None:
+                self.waiting = True
+                self.on_begin(problem)
+            elif decision == END:
+                self.waiting = False
+                self.on_end()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(WATCH_EVERY_S):
+            try:
+                self.check()
+            except Exception as exc:  # a watch must never take the daemon down
+                log.debug("the Kafka watch failed: %s", exc)
 
 
 class Outage:

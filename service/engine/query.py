@@ -21,7 +21,7 @@ from service.engine.sink import SinkClosed
 from service.engine.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start
 from service.ops.metrics import Metrics
 from topics.errors import BrewError, KafkaUnavailable, disk_problem
-from topics.kafka import KafkaConnection, end_offsets, partitions_of
+from topics.kafka import REQUEST_TIMEOUT_S, KafkaConnection, end_offsets, partitions_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,6 +111,11 @@ def drop_checkpoint(checkpoint_dir: Path) -> None:
         raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
 
 
+# One attempt of the driver's admin client (listing the latest offsets): the request
+# timeout and a few seconds more for the metadata it asks first.
+ADMIN_ATTEMPT_S = REQUEST_TIMEOUT_S + 5.0
+POLL_TIMEOUT_S = 3 * REQUEST_TIMEOUT_S
+
 # Settings of Spark's Kafka source; a `java.<setting>` line in --kafka-config overrides any but
 # isolation.level (topics.kafka_config.OWNED_SETTINGS).
 SOURCE_DEFAULTS = {
@@ -127,6 +132,20 @@ SOURCE_DEFAULTS = {
     "kafka.receive.buffer.bytes": str(1024 * 1024),
     # Only committed input counts (invariant 7): an aborted upstream transaction is skipped.
     "kafka.isolation.level": "read_committed",
+    # A broker that died, froze or cannot be reached. The driver's admin client asks the
+    # partition leaders for the latest offsets of every batch; once a leader died it kept
+    # asking that broker until default.api.timeout.ms (60 s) ran out, whatever the cluster
+    # had elected meanwhile, and only Spark's next attempt, on a new admin client, found the
+    # new leader. A request to a broker that stopped answering waited request.timeout.ms
+    # (30 s). With these, an attempt gives up within the client timeout and the next one
+    # (fetchOffset.retryIntervalMs later, 1 s) asks the leaders the cluster has now.
+    "kafka.request.timeout.ms": str(int(REQUEST_TIMEOUT_S * 1000)),
+    "kafka.default.api.timeout.ms": str(int(ADMIN_ATTEMPT_S * 1000)),
+    # An executor's poll for a batch's records waits this long for them (spark.network.timeout,
+    # 120 s, by default) before the task, and so the query, fails; the runner then starts it
+    # again once Kafka serves (``engine.outage``). The consumer itself moves to a new leader
+    # within the timeouts above.
+    "kafkaConsumer.pollTimeoutMs": str(int(POLL_TIMEOUT_S * 1000)),
 }
 
 

@@ -34,7 +34,7 @@ from restorer.reader import apply_changelog, new_reader, retention_risk, store_f
 from restorer.store import StateDir, Store
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
-from service.engine.outage import Outage, trouble
+from service.engine.outage import Outage, ServingWatch, through_outages, trouble
 from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
@@ -46,7 +46,7 @@ from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
 from topics.errors import BrewError
-from topics.kafka import max_record_bytes, partitions_of, require_broker
+from topics.kafka import max_record_bytes, partitions_of, require_broker, serving_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,8 +104,7 @@ class Daemon:
         try:
             with stop_on_signals() as stop:
                 self.stop = stop
-                self._through_outages(lambda: self.lease.start(seq=self.store.last_seq))
-                if self.stop.is_set():
+                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq))[0]:
                     return 0
                 if refresher is not None:
                     refresher.start()
@@ -126,9 +125,12 @@ class Daemon:
         took_over: TakeOver | None = None
         if self.cfg.standby:
             # Warm before anything is asked of it.
-            self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))
+            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))[0]:
+                return 0
         else:
-            previous = self._through_outages(self.lease.check_first_start)
+            went, previous = self._through_outages(self.lease.check_first_start)
+            if not went:
+                return 0
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
         resume = False  # back to the role Kafka's trouble interrupted
         while not self.stop.is_set():
@@ -165,28 +167,26 @@ class Daemon:
     def _wait_for_kafka(self, reason: str) -> bool:
         """Wait (saying so once) until the cluster serves this pipeline's topics again;
         False when asked to stop first (``service.engine.outage``)."""
+        self._kafka_cannot_serve(reason)
+        return self.outage.wait(self.cfg.conn, self.topics(), self.stop)
+
+    def _kafka_cannot_serve(self, reason: str) -> None:
+        """An episode of Kafka's trouble: said once, and not ready while it lasts."""
         self.outage.begin(reason)
         self.health.set(STARTING, f"waiting for Kafka: {reason}")
-        p = self.p
-        topics = [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
-        return self.outage.wait(self.cfg.conn, topics, self.stop)
 
-    def _through_outages(self, step: Callable[[], T]) -> T | None:
-        """``step``, done again after every outage of Kafka until it goes through; None when
-        asked to stop first (``self.stop`` tells)."""
-        while not self.stop.is_set():
-            try:
-                result = step()
-            except Exception as exc:
-                kafka = trouble(exc)
-                if kafka is None:
-                    raise
-                if not self._wait_for_kafka(str(kafka)):
-                    return None
-                continue
+    def topics(self) -> list[str]:
+        """Every topic this instance reads or writes."""
+        p = self.p
+        return [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
+
+    def _through_outages(self, step: Callable[[], T]) -> tuple[bool, T | None]:
+        """``step``, done again after every outage of Kafka until it goes through
+        (``outage.through_outages``): (False, None) when asked to stop first."""
+        went, result = through_outages(step, self.stop, self._wait_for_kafka)
+        if went:
             self.outage.end()
-            return result
-        return None
+        return went, result
 
     # ---------------------------------------------------------------- standby
 
@@ -262,23 +262,40 @@ class Daemon:
                 self.metrics.last_batch_at(last / 1000)
             reporter.start()
 
+            watches: list[ServingWatch] = []
+
             def active(query: StreamingQuery) -> None:
                 # The probes ask the query itself: it can die while the phase still says active.
-                health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
-                self.outage.end()
+                def serving() -> None:
+                    health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
+                    self.outage.end()
+
+                serving()
                 if took_over is not None and took_over.holder is not None:
                     log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
+                for old in watches:
+                    old.stop()
+                watches[:] = [ServingWatch(lambda: sink.seq, lambda: serving_problem(cfg.conn, self.topics()),
+                                           self._kafka_cannot_serve, serving)]
+                watches[0].start()
 
             def lost() -> str | None:
                 other = self.lease.taken_over()
                 return None if other is None else f"{other.describe()} took the lease over"
 
+            ended = False  # the query ended or failed by itself, not on Kafka's trouble
             try:
-                return run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
-                                 self.stop, lost, active)
+                failure = run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
+                                    self.stop, lost, active)
+                ended = True
+                return failure
             finally:
+                for watch in watches:
+                    watch.stop()
                 sink.close()  # lets a batch in flight finish; later ones are refused
-                reporter.stop(final_flush=not sink.fenced)
+                # No last snapshot on the way to wait for Kafka: it could not be sent, and
+                # the wait for it held up the daemon's return once the cluster healed.
+                reporter.stop(final_flush=ended and not sink.fenced)
         except Fenced:
             self.lease.set_role(FENCED, holds_lease=False)
             raise

@@ -9,10 +9,10 @@ way to be). A watcher thread in every instance tails that partition.
   home (host and state dir). If one announces within the takeover timeout, it refuses to
   start, naming it; otherwise the holder is gone and it goes ahead.
 - A standby takes over once the holder has been silent for the takeover timeout. Silence
-  is the broker's time between the holder's last announcement and the standby's own
-  latest one through the same partition: one clock, whatever the hosts' clocks say, and
-  a standby cut off from Kafka, or stalled itself, never mistakes that for the holder's
-  death.
+  is the broker's time from the standby's first own announcement after the holder's last
+  one to its latest one, through the same partition: one clock, whatever the hosts'
+  clocks say, and a standby cut off from Kafka, stalled itself, or kept out by a partition
+  nobody could write to (its leader lost), never mistakes that for the holder's death.
 - Taking the lease raises its generation: one more than any this instance has seen, and
   announced (and read back) before the new holder fences the changelog's writer. A holder
   that sees a later generation announced has been taken over: it stops writing. A holder
@@ -36,7 +36,8 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -52,6 +53,9 @@ LEASE_INTERVAL_S = 0.25
 TAKEOVER_TIMEOUT_S = 1.5
 LEASE_PARTITION = 0
 _TAIL = 2000  # announcements read back at start: far more than any timeout's worth
+# Our own announcements kept for ``lease_state``: at the default interval a minute's worth,
+# far more than a takeover timeout (older ones span the timeout by themselves).
+_OWN_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -113,16 +117,25 @@ FREE, RELEASED, LAPSED, HELD = "free", "released", "lapsed", "held"
 _GONE = ("stopped", "fenced")
 
 
-def lease_state(holder: Seen | None, own: Seen | None, timeout_s: float) -> str:
-    """Pure: whether another process's lease stands, seen from an instance whose own latest
-    announcement is ``own``. FREE: nobody held it; RELEASED: its holder said it stopped or
-    was fenced; LAPSED: its holder has been silent for ``timeout_s`` of broker time while
-    this instance's own announcements went through; HELD otherwise."""
+def lease_state(holder: Seen | None, own: Sequence[Seen], timeout_s: float) -> str:
+    """Pure: whether another process's lease stands, seen from an instance whose own
+    announcements, read back, are ``own`` (in offset order). FREE: nobody held it; RELEASED:
+    its holder said it stopped or was fenced; LAPSED: this instance's own announcements
+    went through for ``timeout_s`` of broker time after the holder's last one, and none of
+    the holder's did; HELD otherwise.
+
+    The silence counts from this instance's first announcement after the holder's last,
+    not from the holder's last itself: while the instances partition cannot be written (its
+    leader died, the cluster lost its quorum), nobody's announcements go through, and the
+    first one through afterwards is no sign that anyone else went silent meanwhile. Counted
+    from the holder's last announcement, a standby whose producer found the new leader a
+    moment before the active's took over from an active that was alive."""
     if holder is None:
         return FREE
     if holder.what.role in _GONE:
         return RELEASED
-    if own is not None and own.offset > holder.offset and own.broker_ms - holder.broker_ms >= timeout_s * 1000:
+    after = [o for o in own if o.offset > holder.offset]
+    if after and after[-1].broker_ms - after[0].broker_ms >= timeout_s * 1000:
         return LAPSED
     return HELD
 
@@ -165,6 +178,7 @@ class Lease:
         self._lock = threading.Lock()
         self._latest: dict[str, Seen] = {}  # token -> latest announcement of that process
         self._own_latest: Seen | None = None
+        self._own_seen: deque[Seen] = deque(maxlen=_OWN_KEPT)  # our own announcements read back, in order
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._seq: Callable[[], int] = lambda: 0
@@ -278,7 +292,7 @@ class Lease:
         self.wait_for_lapse(deadline_s=self.timeout_s * 2)
         latest = self.holder() or seen
         with self._lock:
-            standing = lease_state(latest, self._own_latest, self.timeout_s) == HELD
+            standing = lease_state(latest, self._own_seen, self.timeout_s) == HELD
         if standing:
             raise LeaseRefused(
                 f"another instance is active on changelog {self.me.changelog}: {latest.what.describe()}; stop it "
@@ -295,7 +309,7 @@ class Lease:
         while True:
             with self._lock:
                 seen = self._holder()
-                if lease_state(seen, self._own_latest, self.timeout_s) != HELD:
+                if lease_state(seen, self._own_seen, self.timeout_s) != HELD:
                     return seen
                 self._changed.wait(0.05)
             if on_tick is not None:
@@ -366,6 +380,7 @@ class Lease:
         with self._lock:
             if what.token == self.me.token:
                 self._own_latest = seen
+                self._own_seen.append(seen)
                 self._own_read_at = time.monotonic()
             else:
                 self._latest[what.token] = seen

@@ -14,13 +14,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from restorer.store import Store
 from service.instance.health import PHASES, Phase
 from service.instance.periodic import Every
 from service.ops.status import input_lag
+from topics.errors import KafkaUnavailable
 from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 log = logging.getLogger(__name__)
@@ -137,9 +138,16 @@ class MetricsRefresher:
             self._consumer = self.conn.consumer()
         m, p = self.metrics, self.metrics.pipeline
         stored = self.store.next_offsets(self.topic)
-        ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
-        for partition, lag in input_lag(stored, ends).items():
-            m.input_lag.labels(p, str(partition)).set(lag)
+        try:
+            ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
+        except (KafkaException, KafkaUnavailable) as exc:
+            # The cluster is healing: the daemon says so once (``engine.outage``), and the
+            # lag gauges keep their last value until the next refresh that goes through.
+            log.debug("input lag not refreshed: %s", exc)
+            ends = None
+        if ends is not None:
+            for partition, lag in input_lag(stored, ends).items():
+                m.input_lag.labels(p, str(partition)).set(lag)
         m.store_keys.labels(p).set(self.store.key_count())
         m.store_bytes.labels(p).set(_dir_size(self.store.path))
 

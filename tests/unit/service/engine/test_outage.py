@@ -4,13 +4,25 @@ what Spark's source fails a query with, and one log line per episode."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.engine.outage import Outage, query_failed_on_kafka, trouble
+from service.engine import outage
+from service.engine.outage import (
+    BEGIN,
+    END,
+    QUIET_S,
+    Outage,
+    ServingWatch,
+    query_failed_on_kafka,
+    through_outages,
+    trouble,
+    watch_decision,
+)
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import TRANSIENT, is_transient
 
@@ -86,3 +98,86 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends(caplog: pytes
     assert lines[1].startswith("Kafka serves again after")
     assert outage.episodes == 2
     assert changes == ["partition 2 has no leader", None, "no broker answers"]
+
+
+def test_a_step_that_returns_nothing_has_gone_through() -> None:
+    """Most steps (starting the lease, warming the query) return None: that is not a stop."""
+    stop = threading.Event()
+    went, result = through_outages(lambda: None, stop, lambda _reason: True)
+    assert (went, result) == (True, None)
+
+
+def test_kafka_trouble_is_waited_out_and_the_step_done_again() -> None:
+    stop = threading.Event()
+    calls: list[int] = []
+    waits: list[str] = []
+
+    def step() -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            raise KafkaUnavailable("partition 0 has no leader")
+        return 7
+
+    assert through_outages(step, stop, lambda reason: waits.append(reason) is None) == (True, 7)
+    assert waits == ["partition 0 has no leader"] * 2
+
+
+def test_a_stop_while_waiting_is_not_a_result() -> None:
+    stop = threading.Event()
+
+    def step() -> int:
+        raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+
+    def wait_out(_reason: str) -> bool:
+        stop.set()
+        return False
+
+    assert through_outages(step, stop, wait_out) == (False, None)
+    stop.clear()
+    stop.set()
+    assert through_outages(lambda: 1, stop, lambda _r: True) == (False, None)
+
+
+def test_other_failures_are_raised_at_once() -> None:
+    def step() -> None:
+        raise BrewError("the disk is full")
+
+    with pytest.raises(BrewError, match="disk is full"):
+        through_outages(step, threading.Event(), lambda _r: True)
+
+
+@pytest.mark.parametrize(("waiting", "lately", "problem", "expected"), [
+    (False, True, None, None),  # counting: nothing to say
+    (False, False, None, None),  # idle, and the cluster serves
+    (False, False, "partition 1 has no leader", BEGIN),
+    (True, False, "partition 1 has no leader", None),  # said once per episode
+    (True, False, None, END),  # the cluster serves again
+    (True, True, None, END),  # a batch committed
+])
+def test_what_an_active_instance_says_about_kafka(waiting: bool, lately: bool, problem: str | None,
+                                                  expected: str | None) -> None:
+    assert watch_decision(waiting, lately, problem) == expected
+
+
+def test_the_watch_asks_kafka_only_when_no_batch_committed_lately(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
+    seq, asked, said = [5], [], []
+    problem: list[str | None] = [None]
+
+    def ask() -> str | None:
+        asked.append(now[0])
+        return problem[0]
+
+    watch = ServingWatch(lambda: seq[0], ask, lambda reason: said.append(reason), lambda: said.append("served"))
+    now[0] += 2
+    watch.check()
+    assert asked == [] and said == []
+    now[0] += QUIET_S
+    problem[0] = "partition 0 has 1 in-sync replica, fewer than its min.insync.replicas=2"
+    watch.check()
+    watch.check()
+    assert said == [problem[0]] and watch.waiting
+    seq[0] = 6  # a batch committed: over, without asking
+    watch.check()
+    assert said == [problem[0], "served"] and not watch.waiting and len(asked) == 2

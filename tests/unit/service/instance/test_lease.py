@@ -28,13 +28,28 @@ def seen(offset: int, broker_ms: int, role: str = "active", token: str = "t", ge
 
 def test_a_holder_is_held_until_silent_for_the_timeout_by_our_own_clock() -> None:
     holder = seen(10, 1_000)
-    assert lease_state(None, seen(5, 0), 1.5) == FREE
-    assert lease_state(holder, None, 1.5) == HELD
-    assert lease_state(holder, seen(11, 2_400), 1.5) == HELD
-    assert lease_state(holder, seen(12, 2_500), 1.5) == LAPSED
-    # Our own announcement from before the holder's says nothing about its silence.
-    assert lease_state(holder, seen(9, 99_000), 1.5) == HELD
-    assert lease_state(seen(10, 1_000, "stopped"), None, 1.5) == RELEASED
+    assert lease_state(None, [seen(5, 0)], 1.5) == FREE
+    assert lease_state(holder, [], 1.5) == HELD
+    ours = [seen(9, 900), seen(11, 1_100), seen(12, 1_350)]
+    assert lease_state(holder, [*ours, seen(13, 2_500)], 1.5) == HELD  # 1.4 s of ours since the holder's last
+    assert lease_state(holder, [*ours, seen(13, 2_600)], 1.5) == LAPSED
+    # Our own announcements from before the holder's say nothing about its silence.
+    assert lease_state(holder, [seen(8, 1_000), seen(9, 99_000)], 1.5) == HELD
+    assert lease_state(seen(10, 1_000, "stopped"), [], 1.5) == RELEASED
+
+
+def test_an_outage_of_the_instances_partition_is_nobody_s_silence() -> None:
+    """Nobody could announce for a minute (the partition's leader died). Our first
+    announcement through afterwards is a minute after the holder's last one, yet the holder
+    is silent only once ours went on for the timeout without one of its own."""
+    holder = seen(10, 1_000)
+    assert lease_state(holder, [seen(9, 900), seen(11, 61_000)], 1.5) == HELD
+    assert lease_state(holder, [seen(11, 61_000), seen(12, 61_250), seen(13, 62_400)], 1.5) == HELD
+    # The holder came back too: silent no more, however long ours have gone through.
+    back = seen(12, 61_100)
+    assert lease_state(back, [seen(11, 61_000), seen(13, 61_250), seen(14, 62_400)], 1.5) == HELD
+    # It did not: the full timeout of ours after its last one.
+    assert lease_state(holder, [seen(11, 61_000), seen(12, 61_250), seen(13, 62_500)], 1.5) == LAPSED
 
 
 def test_a_holder_is_overtaken_only_by_a_later_generation() -> None:
@@ -75,20 +90,29 @@ def test_the_holder_is_the_latest_generation_in_any_order_of_arrival(
 
 @settings(max_examples=400, deadline=None)
 @given(holder_off=st.integers(0, 100), holder_ms=st.integers(0, 10_000), role=st.sampled_from(ROLES),
-       own_off=st.integers(0, 100), gap_ms=st.integers(-5_000, 10_000), timeout=st.floats(0.1, 5.0))
-def test_lapse_needs_our_own_later_announcement_and_the_full_timeout(
-        holder_off: int, holder_ms: int, role: str, own_off: int, gap_ms: int, timeout: float) -> None:
-    holder, own = seen(holder_off, holder_ms, role), seen(own_off, holder_ms + gap_ms)
+       ours=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2_000)), max_size=12),
+       timeout=st.floats(0.1, 5.0))
+def test_lapse_needs_the_full_timeout_of_our_own_announcements_after_the_holder_s_last(
+        holder_off: int, holder_ms: int, role: str, ours: list[tuple[int, int]], timeout: float) -> None:
+    """Our announcements in order, around the holder's: offsets and broker times only grow
+    (the instances topic stamps records with the broker's time as it appends them)."""
+    own, off, ms = [], holder_off - 5, holder_ms - 3_000
+    for step_off, step_ms in ours:
+        off, ms = off + step_off + 1, ms + step_ms
+        own.append(seen(off, max(ms, holder_ms) if off > holder_off else min(ms, holder_ms)))
+    holder = seen(holder_off, holder_ms, role)
     state = lease_state(holder, own, timeout)
+    after = [o.broker_ms for o in own if o.offset > holder_off]
     if role in ("stopped", "fenced"):
         assert state == RELEASED
-    elif own_off > holder_off and gap_ms >= timeout * 1000:
+    elif after and after[-1] - after[0] >= timeout * 1000:
         assert state == LAPSED
+        assert after[-1] - holder_ms >= timeout * 1000  # never sooner than the old rule
     else:
         assert state == HELD
     # More of our own time never brings a lapsed lease back.
     if state == LAPSED:
-        assert lease_state(holder, seen(own_off + 1, holder_ms + gap_ms + 1), timeout) == LAPSED
+        assert lease_state(holder, [*own, seen(off + 1, own[-1].broker_ms + 1)], timeout) == LAPSED
 
 
 @settings(max_examples=200, deadline=None)

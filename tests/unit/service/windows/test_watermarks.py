@@ -1,4 +1,5 @@
-"""Watermark queries wait out a leader election, and nothing else."""
+"""Watermark queries wait out a leader election and a leader that does not answer (learning
+the leaders afresh first), and nothing else."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import topics.kafka as kafka
 from topics.kafka import METADATA_TIMEOUT_S, watermarks
 
 ELECTING = [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE]
-OTHER = [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-         KafkaError._TIMED_OUT]
+GONE = [KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT]
+OTHER = [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._FENCED]
 
 
 class Clock:
@@ -36,13 +37,23 @@ class Answers:
     def __init__(self, codes: list[int]) -> None:
         self.codes = list(codes)
         self.asked = 0
+        self.stale = False  # a leader that did not answer, and no metadata asked since
+        self.refreshed = 0
 
     def get_watermark_offsets(self, _tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
         assert timeout > 0 and not cached
+        assert not self.stale, "asked the same broker again without learning the leaders afresh"
         self.asked += 1
         if self.codes:
-            raise KafkaException(KafkaError(self.codes.pop(0)))
+            code = self.codes.pop(0)
+            self.stale = code in GONE
+            raise KafkaException(KafkaError(code))
         return 3, 9
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        assert timeout > 0
+        self.stale = False
+        self.refreshed += 1
 
 
 @pytest.fixture(autouse=True)
@@ -52,23 +63,39 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return fake
 
 
-@given(codes=st.lists(st.sampled_from(ELECTING + OTHER), max_size=200))
-def test_only_an_election_is_waited_out_and_only_until_the_timeout(codes: list[int]) -> None:
+@given(codes=st.lists(st.sampled_from(ELECTING + GONE + OTHER), max_size=200))
+def test_only_an_election_or_a_lost_leader_is_waited_out_and_only_until_the_timeout(codes: list[int]) -> None:
     consumer = Answers(codes)
-    electing = next((i for i, c in enumerate(codes) if c not in ELECTING), len(codes))  # answers before
-    waited = electing * kafka._LEADER_RETRY_S  # the clock when the first other answer comes
+    waiting = next((i for i, c in enumerate(codes) if c in OTHER), len(codes))  # answers before
+    waited = waiting * kafka._LEADER_RETRY_S  # the clock when the first other answer comes
     try:
         got = watermarks(consumer, "t", 0)  # type: ignore[arg-type]
     except KafkaException as exc:
         code = exc.args[0].code()
-        if code in ELECTING:  # given up on the election: only near or past the timeout
+        if code not in OTHER:  # given up waiting: only near or past the timeout
             assert waited >= METADATA_TIMEOUT_S - 2 * kafka._LEADER_RETRY_S
         else:  # any other error at once, the first one
-            assert code == codes[electing] and consumer.asked == electing + 1
+            assert code == codes[waiting] and consumer.asked == waiting + 1
             assert waited <= METADATA_TIMEOUT_S
         return
     assert got == (3, 9)
-    assert electing == len(codes) and consumer.asked == len(codes) + 1 and waited <= METADATA_TIMEOUT_S
+    assert waiting == len(codes) and consumer.asked == len(codes) + 1 and waited <= METADATA_TIMEOUT_S
+    assert consumer.refreshed == sum(c in GONE for c in codes)
+
+
+@pytest.mark.parametrize("code", GONE)
+def test_a_dead_leader_is_given_up_for_the_one_the_cluster_names_now(code: int) -> None:
+    """A long-lived consumer's cache named a leader that died: it learns the leaders again
+    before each new request instead of timing out on the dead one until the timeout."""
+    consumer = Answers([code] * 3)
+    assert watermarks(consumer, "t", 0) == (3, 9)  # type: ignore[arg-type]
+    assert consumer.refreshed == 3
+
+
+@pytest.mark.parametrize("code", ELECTING + GONE + OTHER)
+def test_what_each_failure_calls_for(code: int) -> None:
+    expected = kafka.AGAIN if code in ELECTING else kafka.REFRESH if code in GONE else None
+    assert kafka.watermark_retry(KafkaError(code)) == expected
 
 
 def test_a_broker_that_just_started_is_asked_again() -> None:
