@@ -19,6 +19,7 @@ from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRI
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.records.limits import MAX_NAME_BYTES
 from topics.catalog import DEFAULT_TOPICS, Topics
+from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:  # what only the annotations name: the CLI imports this module at start
@@ -92,6 +93,8 @@ class BatchSink(Protocol):
     def retry(self) -> None: ...
 
     def fence(self, reason: str) -> None: ...
+
+    def stop_with(self, failure: BrewError) -> None: ...
 
     @property
     def fenced(self) -> bool: ...

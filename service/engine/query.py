@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
-from restorer.store import Store
+from restorer.store import Store, StoreGone
 from service.engine.input_guard import check_input
 from service.engine.outage import query_failed_on_kafka
 from service.engine.sink import SinkClosed
@@ -53,7 +53,7 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
         committed = sink.seq
         query = start_query(spark, p, cfg, sink, start)
         on_started(query)
-        failure = wait(query, sink, stop, lost)
+        failure = wait(query, sink, store, stop, lost)
         if stop.is_set() and not sink.close(STOP_WAIT_S):
             log.warning("the batch in flight did not finish within %.0fs; stopping it (the next start does it "
                         "again)", STOP_WAIT_S)
@@ -210,9 +210,10 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
 STOP_WAIT_S = 60.0
 
 
-def wait(query: StreamingQuery, sink: BatchSink, stop: threading.Event, lost: Callable[[], str | None]) -> str | None:
-    """Block until ``stop``, the end of an available-now run, a lost lease or a failure
-    (its whole text)."""
+def wait(query: StreamingQuery, sink: BatchSink, store: Store, stop: threading.Event,
+         lost: Callable[[], str | None]) -> str | None:
+    """Block until ``stop``, the end of an available-now run, a lost lease, a store deleted
+    under the daemon (``StoreGone``, the runner opens it again) or a failure (its whole text)."""
     from py4j.protocol import Py4JError
     from pyspark.errors import StreamingQueryException
 
@@ -223,6 +224,10 @@ def wait(query: StreamingQuery, sink: BatchSink, stop: threading.Event, lost: Ca
         if reason is not None:
             sink.fence(reason)
             return reason
+        gone = store.gone()
+        if gone is not None:
+            sink.stop_with(StoreGone(f"{gone} while the daemon ran"))
+            return gone
         try:
             if query.awaitTermination(0.25):  # type: ignore[arg-type] # pyspark takes seconds as a float
                 return None

@@ -17,6 +17,7 @@ standby when it may.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -31,7 +32,7 @@ from restorer.changelog import ChangelogWriter, Fenced
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
 from restorer.reader import apply_changelog, new_reader, retention_risk, store_facts, view_changelog
-from restorer.store import StateDir, Store
+from restorer.store import StateDir, Store, StoreGone
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
 from service.engine.outage import Outage, ServingWatch, through_outages, trouble
@@ -40,7 +41,7 @@ from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.instance.lease import Announcement, Lease
 from service.instance.signals import stop_on_signals
-from service.ops.http_api import serve_http, serving
+from service.ops.http_api import HttpApi, serve_http, serving
 from service.ops.metrics import Metrics, MetricsRefresher
 from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
@@ -74,19 +75,42 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, p.routes, metrics, health,
                      cfg.http_token_file, cfg.http_insecure)
     try:
-        with StateDir(cfg.state_dir) as state_dir, Store(state_dir.store_path) as store, serving(api, store):
-            return Daemon(p, cfg, spark, metrics, health, store, input_partitions, changelog_partitions).run()
+        with OpenStore(cfg.state_dir, api) as stores:
+            return Daemon(p, cfg, spark, metrics, health, stores, input_partitions, changelog_partitions).run()
     finally:
         if api is not None:
             api.stop()
+
+
+class OpenStore:
+    """The state dir, locked, and its store, open and served by the HTTP API; opened again
+    (``reopen``) when the folder was deleted under the daemon."""
+
+    def __init__(self, state_dir: Path, api: HttpApi | None) -> None:
+        self.path, self.api = state_dir, api
+        self._held = contextlib.ExitStack()
+        self.store: Store
+
+    def __enter__(self) -> OpenStore:
+        state_dir = self._held.enter_context(StateDir(self.path))
+        self.store = self._held.enter_context(Store(state_dir.store_path))
+        self._held.enter_context(serving(self.api, self.store))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.close()
+
+    def reopen(self) -> Store:
+        self._held.close()
+        return self.__enter__().store
 
 
 class Daemon:
     """One instance of a pipeline, through its roles."""
 
     def __init__(self, p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
-                 store: Store, input_partitions: list[int], changelog_partitions: list[int]) -> None:
-        self.p, self.cfg, self.metrics, self.health, self.store = p, cfg, metrics, health, store
+                 stores: OpenStore, input_partitions: list[int], changelog_partitions: list[int]) -> None:
+        self.p, self.cfg, self.metrics, self.health, self.stores = p, cfg, metrics, health, stores
         self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
         self._spark, self._own_spark = spark, spark is None
         self._warm = False
@@ -97,14 +121,18 @@ class Daemon:
         self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
         self.outage = Outage(metrics.kafka_outage)
 
+    @property
+    def store(self) -> Store:
+        return self.stores.store
+
     def run(self) -> int:
         self.health.on_change(lambda phase: self.lease.set_role(phase.name))
-        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, self.store, self.p.input_topic)
+        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, lambda: self.store, self.p.input_topic)
                      if self.cfg.metrics_port is not None else None)
         try:
             with stop_on_signals() as stop:
                 self.stop = stop
-                if not self._through_outages(lambda: self.lease.start(seq=self.store.last_seq))[0]:
+                if not self._through_outages(lambda: self.lease.start(seq=lambda: self.store.last_seq()))[0]:
                     return 0
                 if refresher is not None:
                     refresher.start()
@@ -146,6 +174,14 @@ class Daemon:
                     raise
                 self.health.set(FENCED, str(exc))
                 log.warning("%s; back to standby", exc)
+                continue
+            except StoreGone as exc:
+                # Its files went with the folder: what it committed is in the changelog.
+                log.warning("%s; opening the store again and restoring it from the changelog, as at start", exc)
+                self.health.set(RESTORING, "the store was deleted: restoring it from the changelog")
+                self.stores.reopen()
+                resume = self.lease.holds_lease
+                took_over = None
                 continue
             except Exception as exc:
                 kafka = trouble(exc)

@@ -126,6 +126,13 @@ class OrderedCommitSink:
                 self.failure = Fenced(f"{reason}: this instance was fenced out and stops writing")
             self._closed = True
 
+    def stop_with(self, failure: BrewError) -> None:
+        """Take no batch again, and end with ``failure`` (the batch in flight finishes first)."""
+        with self._lock:
+            if self.failure is None:
+                self.failure = failure
+            self._closed = True
+
     def retry(self) -> None:
         """Take batches again after a failure the runner decided to start over from."""
         with self._lock:

@@ -11,7 +11,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException
@@ -119,7 +119,7 @@ class Metrics:
 class MetricsRefresher:
     """Keeps the input lag and store size gauges fresh on a thread of their own."""
 
-    def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Store, input_topic: str,
+    def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Callable[[], Store], input_topic: str,
                  interval_s: float = REFRESH_S) -> None:
         self.metrics, self.conn, self.store, self.topic = metrics, conn, store, input_topic
         self._consumer: Consumer | None = None
@@ -137,7 +137,8 @@ class MetricsRefresher:
         if self._consumer is None:
             self._consumer = self.conn.consumer()
         m, p = self.metrics, self.metrics.pipeline
-        stored = self.store.next_offsets(self.topic)
+        store = self.store()  # the daemon's store now: it opens another when its folder is deleted
+        stored = store.next_offsets(self.topic)
         try:
             ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))
         except (KafkaException, KafkaUnavailable) as exc:
@@ -148,8 +149,8 @@ class MetricsRefresher:
         if ends is not None:
             for partition, lag in input_lag(stored, ends).items():
                 m.input_lag.labels(p, str(partition)).set(lag)
-        m.store_keys.labels(p).set(self.store.key_count())
-        m.store_bytes.labels(p).set(_dir_size(self.store.path))
+        m.store_keys.labels(p).set(store.key_count())
+        m.store_bytes.labels(p).set(_dir_size(store.path))
 
 
 def _dir_size(path: Path) -> int:

@@ -19,6 +19,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions
 
 from restorer.changelog import ChangelogWriter
+from sandbox.broker import free_port
 from tests.support.drink_count import make_orders
 from tests.support.helpers import (
     BREW,
@@ -456,3 +457,33 @@ def test_a_changelog_that_deletes_by_retention_is_named_at_start(pipe: Pipeline,
     finally:
         if daemon.poll() is None:
             daemon.kill()
+
+
+def test_the_state_dir_deleted_under_a_running_daemon_is_said_and_restored(pipe: Pipeline, tmp_path: Path) -> None:
+    """rm -rf of the state dir while the daemon counts: it says so in one line, is not ready
+    while it restores the store from the changelog, the way it does at start, and counts on,
+    exactly; the stop exits 0."""
+    from tests.support.http import get
+
+    first, later = make_orders(300, seed=61), make_orders(200, seed=62)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    d, log, port = tmp_path / "a", tmp_path / "a.log", free_port()
+    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--http-port", str(port)), log=log)
+    try:
+        wait_until(lambda: "processed=300" in log.read_text(), 180, "the daemon to count")
+        assert get(port, "/readyz")[0] == 200
+        shutil.rmtree(d / "state")
+        wait_until(lambda: "was deleted while the daemon ran" in log.read_text(), 60, "the daemon to say so")
+        produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in later))
+        wait_until(lambda: "processed=500" in log.read_text(), 180, "the daemon to restore and count on")
+        wait_until(lambda: get(port, "/readyz")[0] == 200, 60, "the daemon to be ready again")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    text = log.read_text()
+    assert text.count("was deleted while the daemon ran") == 1, text[-3000:]
+    assert "Traceback" not in text
+    assert "role: restoring (the store was deleted" in text  # not ready while it restores
+    assert counts_json(pipe.conn, d / "state")["counts"] == oracle(first + later)
