@@ -98,7 +98,7 @@ def takeover_timeline(results: dict[str, Any], path: Path) -> Path | None:
     fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.5), squeeze=False)
     for ax, mode in zip(axes[0], modes, strict=True):
         for system, entry in takeover["systems"].items():
-            if mode not in entry:
+            if "timeline" not in entry.get(mode, {}):
                 continue
             points = [(t, lat) for t, lat in entry[mode]["timeline"] if lat is not None]
             if points:

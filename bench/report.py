@@ -91,9 +91,15 @@ def headline(results: dict[str, Any]) -> list[Section]:
         leader = row.leader()
         sec.rows.append([row.label, *row.cells(), summary.TITLES[leader] if leader else "-"])
     sec.notes.append("a ratio is the system's figure / brewstream's: below 1 is better for times and memory, above 1 "
-                     "for rates; 'leads' is the best of the four stateful systems (the plain consumer is the limit: "
+                     "for rates; '>=': every step held, the figure is a lower bound; 'leads' is the best of the four "
+                     "stateful systems (the plain consumer is the limit: "
                      "no state, no changelog, no guarantee); '-': not measured or does not apply")
     sec.notes += [f"where a peer leads: {line}" for line in summary.peers_lead(table)]
+    behind = [summary.TITLES.get(s, s) for s, e in results.get("visible", {}).get("systems", {}).items()
+              if not e.get("keeps_up", True)]
+    if behind:
+        sec.notes.append(f"fell behind the {results['visible']['rate']:,}/s feed in the latency runs (their latency "
+                         f"climbed through the run): {', '.join(behind)}")
     sec.notes.append("every system's counts were checked against the oracle after every run; a miscount stops the "
                      "benchmark")
     return [sec]
@@ -336,15 +342,16 @@ def _recovery(r: dict[str, Any]) -> Section:
 def _visible(r: dict[str, Any]) -> Section:
     sec = Section(f"Produce -> visible to a read_committed reader of each system's output, at {r['rate']:,} orders/s "
                   f"for {r['seconds']:.0f} s, ms, median (min..max) over runs",
-                  ["system", "p50", "p95", "p99", "probes", "peak RSS MiB"])
+                  ["system", "p50", "p95", "p99", "probes", "peak RSS MiB", "keeps up"])
     for system, e in r["systems"].items():
         sec.rows.append([summary.TITLES.get(system, system), spread(e["p50_s"], _ms), spread(e["p95_s"], _ms),
                          spread(e["p99_s"], _ms), ", ".join(f"{run['probes']:,}" for run in e["runs"]),
-                         spread(e["peak_rss_bytes"], _mib)])
+                         spread(e["peak_rss_bytes"], _mib), "yes" if e.get("keeps_up") else "no"])
     sec.notes.append(f"one order in {r['probe_every']} carries a probe item (a drink named after it); its latency is "
-                     "its first arrival at the reader; brewstream's output is its changelog, Kafka Streams' its output "
-                     "topic, Spark's its Kafka sink (not transactional); each system's output matched the oracle after "
-                     "every run")
+                     "its first arrival at the reader; keeps up: every probe seen, and the p95 of the last third of "
+                     "the run at most 1.5 x that of the first third + 0.25 s; brewstream's output is its changelog, "
+                     "Kafka Streams' its output topic, Spark's its Kafka sink (not transactional); each system's "
+                     "output matched the oracle after every run")
     return sec
 
 
@@ -372,6 +379,9 @@ def _takeover(r: dict[str, Any]) -> Section:
                   text_columns=2)
     for system, modes in r["systems"].items():
         for mode, e in modes.items():
+            if "whole_s" not in e:
+                sec.rows.append([summary.TITLES.get(system, system), mode, "could not hold the rate", "-", "-"])
+                continue
             sec.rows.append([summary.TITLES.get(system, system), mode, spread(e["whole_s"], _s),
                              spread(e["first_new_s"], _s), spread(e["peak_rss_bytes"], _mib)])
     sec.notes.append("disk-loss: the killed instance restarts at once on an empty local disk (brewstream: state dir "

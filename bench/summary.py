@@ -36,6 +36,7 @@ class Row:
     fmt: Callable[[float], str]
     values: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # a word instead of a figure ("no standby")
+    at_least: set[str] = field(default_factory=set)  # figures that are lower bounds (every step held)
 
     def ratio(self, system: str) -> float | None:
         ours, value = self.values.get("ours"), self.values.get(system)
@@ -57,7 +58,8 @@ class Row:
                 out.append(self.notes.get(system, "-"))
                 continue
             r = self.ratio(system)
-            out.append(self.fmt(value) if system == "ours" or r is None else f"{self.fmt(value)} ({r:.2f}x)")
+            shown = (">= " if system in self.at_least else "") + self.fmt(value)
+            out.append(shown if system == "ours" or r is None else f"{shown} ({r:.2f}x)")
         return out
 
 
@@ -86,12 +88,16 @@ def rows(results: dict[str, Any]) -> list[Row]:
         out += [wall, startup, rate]
     sustained = Row("highest sustained input rate, orders/s", "the highest sustained rate", "orders/s", False, _n)
     if "sustained" in results:
-        best = results["sustained"].get("highest_sustained_orders_per_s")
-        if best:
-            sustained.values["ours"] = float(best)
+        ours = results["sustained"]
+        if ours.get("highest_sustained_orders_per_s"):
+            sustained.values["ours"] = float(ours["highest_sustained_orders_per_s"])
+            if str(ours.get("limited_by", "")).startswith(("none", "feed")):
+                sustained.at_least.add("ours")
     for system, r in results.get("peer_sustained", {}).items():
         if r.get("highest_sustained_orders_per_s"):
             sustained.values[system] = float(r["highest_sustained_orders_per_s"])
+            if str(r.get("limited_by", "")).startswith(("none", "feed")):
+                sustained.at_least.add(system)
         elif r.get("steps"):
             sustained.notes[system] = "none of the steps"
     if sustained.values or sustained.notes:
@@ -123,11 +129,14 @@ def rows(results: dict[str, Any]) -> list[Row]:
                    "recovery after disk loss", "s", True, _s)
         fail = Row("SIGKILL -> output whole again with a hot standby, s", "failover", "s", True, _s)
         for system, modes in takeover["systems"].items():
-            if "disk-loss" in modes:
-                loss.values[system] = _med(modes["disk-loss"]["whole_s"])
-            if "failover" in modes:
-                fail.values[system] = _med(modes["failover"]["whole_s"])
-            else:
+            for mode, row in (("disk-loss", loss), ("failover", fail)):
+                if mode not in modes:
+                    continue
+                if "whole_s" in modes[mode]:
+                    row.values[system] = _med(modes[mode]["whole_s"])
+                else:
+                    row.notes[system] = f"could not hold {takeover['rate']:,}/s"
+            if "failover" not in modes:
                 fail.notes[system] = "no standby"
         fail.notes.setdefault("quix", "no standby")
         out += [loss, fail]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +176,21 @@ def run_peers(ctx: BenchContext, stream: OrderStream, reference: dict[str, float
     return out
 
 
+PAST_LADDER = 1.25  # a peer that holds every step is stepped on by this factor
+PAST_LADDER_STEPS = 8
+
+
+def _ladder(fractions: tuple[float, ...]) -> Iterator[float]:
+    """The given fractions, then on by ``PAST_LADDER`` a step, so that a peer's figure is
+    where it fell behind rather than where the list ended (the run stops at the first
+    step not sustained)."""
+    yield from fractions
+    last = fractions[-1]
+    for _ in range(PAST_LADDER_STEPS):
+        last *= PAST_LADDER
+        yield round(last, 3)
+
+
 def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: float) -> dict[str, Any]:
     cfg = ctx.cfg
     dep = make("sustained", False)
@@ -198,7 +213,7 @@ def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: 
         time.sleep(min(WARMUP_S, ctx.cfg.sustained_seconds))  # a fixed warm-up period, not a wait for a condition
         wait_until(lambda: feed.sent - counted() <= feed.rate * 2, CATCH_UP_TIMEOUT_S, "the warm-up lag to drain",
                    every=SAMPLE_S, give_up=daemon.exit_reason)
-        for fraction in cfg.peer_sustained_fractions:
+        for fraction in _ladder(cfg.peer_sustained_fractions):
             step = _step(ctx, feed, daemon, counted, round(reference * fraction), fraction, batches=False)
             steps.append(step)
             ctx.say(f"sustained: {dep.system} {step.rate:,}/s ({fraction:.2f}x its catch-up rate): produced "

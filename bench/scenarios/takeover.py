@@ -37,7 +37,7 @@ from bench.procs import Child
 from bench.scenarios.visible import POLL_S, READY_TIMEOUT_S, _slug, check_feed, prove_up, require_exact, stop
 from bench.stats import summarize
 from bench.systems.deployment import WITH_STANDBY, Factory, factories
-from topics.clock import wait_until
+from topics.clock import WaitTimedOut, wait_until
 
 MODES = ("disk-loss", "failover")
 WARM_S = 10.0  # running, and (failover) the standby following, before the kill
@@ -49,6 +49,11 @@ CURRENT_TIMEOUT_S = 120.0
 WHOLE_TIMEOUT_S = 300.0
 AFTER_WHOLE_S = 5.0
 TIMELINE_BEFORE_S = 5.0  # probes kept for the plot: from this long before the kill to the end
+
+
+class FallsBehind(BenchError):
+    """The system did not keep up with the feed before the kill: a kill would measure its
+    backlog, not its recovery. A figure of its own ("cannot hold the rate"), not a failure."""
 
 
 @dataclass
@@ -70,7 +75,12 @@ def run(ctx: BenchContext, stream: OrderStream) -> dict[str, Any]:
         for mode in MODES:
             if mode == "failover" and system not in WITH_STANDBY:
                 continue
-            runs = [_measure(ctx, probed, make, mode, rep) for rep in range(1, cfg.reps + 1)]
+            try:
+                runs = [_measure(ctx, probed, make, mode, rep) for rep in range(1, cfg.reps + 1)]
+            except FallsBehind as exc:
+                ctx.say(f"takeover: {system} {mode}: {exc}; no figure")
+                entry[mode] = {"falls_behind": str(exc)}
+                continue
             firsts = [r.first_new_s for r in runs if r.first_new_s is not None]
             entry[mode] = {
                 "whole_s": summarize([r.whole_s for r in runs]),
@@ -147,7 +157,13 @@ def _wait_current(system: str, stream: OrderStream, feed: PacedFeed, watcher: Ou
         due = [i for i in window if stream.is_probe(i) and feed.produced_at.get(i, now) <= now - CURRENT_LAG_S]
         return bool(due) and all(i in watcher.first_seen for i in due)
 
-    wait_until(current, CURRENT_TIMEOUT_S, f"{system}'s output to keep up with the feed before the kill",
-               every=POLL_S, give_up=daemon.exit_reason)
+    try:
+        wait_until(current, CURRENT_TIMEOUT_S, f"{system}'s output to keep up with the feed before the kill",
+                   every=POLL_S, give_up=daemon.exit_reason)
+    except WaitTimedOut as exc:
+        if daemon.exit_reason():
+            raise
+        raise FallsBehind(f"its output did not keep up with {feed.rate:,} orders/s before the kill "
+                          f"(every order produced {CURRENT_LAG_S:.0f} s ago visible): {exc}") from None
     if feed.error or feed.failed:
         raise BenchError(f"the feed lost records: {feed.failed} failed {feed.error}")

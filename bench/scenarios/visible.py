@@ -49,6 +49,16 @@ class VisibleRun:
     def pct(self, q: float) -> float | None:
         return percentile(self.latencies, q) if self.latencies else None
 
+    @property
+    def keeps_up(self) -> bool:
+        """Every probe seen, and the latency of the last third of the probes not above that
+        of the first third (the rule of brewstream's own latency scenario): a system that
+        falls behind the rate sees its latency climb through the run."""
+        third = len(self.latencies) // 3
+        if self.missing or third < 1:
+            return False
+        return percentile(self.latencies[-third:], 95) <= 1.5 * percentile(self.latencies[:third], 95) + 0.25
+
 
 def run(ctx: BenchContext, stream: OrderStream) -> dict[str, Any]:
     cfg = ctx.cfg
@@ -61,8 +71,9 @@ def run(ctx: BenchContext, stream: OrderStream) -> dict[str, Any]:
                                  for q in PERCENTILES}
         entry["peak_rss_bytes"] = summarize([float(r.peak_rss) for r in runs])
         entry["cdf_s"] = _cdf([v for r in runs for v in r.latencies])
-        entry["runs"] = [{"orders": r.orders, "probes": len(r.latencies), "missing": r.missing,
+        entry["runs"] = [{"orders": r.orders, "probes": len(r.latencies), "missing": r.missing, "keeps_up": r.keeps_up,
                           "peak_rss_bytes": r.peak_rss, **{f"p{q}_s": r.pct(q) for q in PERCENTILES}} for r in runs]
+        entry["keeps_up"] = all(r.keeps_up for r in runs)
         entry["exact"] = True
         out["systems"][system] = entry
     return out
@@ -98,7 +109,8 @@ def _measure(ctx: BenchContext, stream: OrderStream, make: Factory, rep: int) ->
     run = VisibleRun(dep.system, cfg.latency_seconds, end - begin, latencies, len(probes) - len(latencies),
                      daemon.rss.peak)
     ctx.say(f"visible: {dep.system} rep {rep}: p50 {_ms(run.pct(50))} p99 {_ms(run.pct(99))} over "
-            f"{len(latencies):,} probes; peak RSS {run.peak_rss / 2**20:,.0f} MiB")
+            f"{len(latencies):,} probes; {'keeps up' if run.keeps_up else 'falls behind'}; peak RSS "
+            f"{run.peak_rss / 2**20:,.0f} MiB")
     return run
 
 
