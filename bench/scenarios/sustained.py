@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,17 +178,17 @@ def run_peers(ctx: BenchContext, stream: OrderStream, reference: dict[str, float
 
 PAST_LADDER = 1.25  # a peer that holds every step is stepped on by this factor
 PAST_LADDER_STEPS = 8
+BELOW_LADDER_STEPS = 3  # a peer that falls behind on the first step tries half the rate, this often
 
 
-def _ladder(fractions: tuple[float, ...]) -> Iterator[float]:
+def _ladder(fractions: tuple[float, ...]) -> list[float]:
     """The given fractions, then on by ``PAST_LADDER`` a step, so that a peer's figure is
     where it fell behind rather than where the list ended (the run stops at the first
     step not sustained)."""
-    yield from fractions
-    last = fractions[-1]
+    out = list(fractions)
     for _ in range(PAST_LADDER_STEPS):
-        last *= PAST_LADDER
-        yield round(last, 3)
+        out.append(round(out[-1] * PAST_LADDER, 3))
+    return out
 
 
 def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: float) -> dict[str, Any]:
@@ -213,14 +213,25 @@ def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: 
         time.sleep(min(WARMUP_S, ctx.cfg.sustained_seconds))  # a fixed warm-up period, not a wait for a condition
         wait_until(lambda: feed.sent - counted() <= feed.rate * 2, CATCH_UP_TIMEOUT_S, "the warm-up lag to drain",
                    every=SAMPLE_S, give_up=daemon.exit_reason)
-        for fraction in _ladder(cfg.peer_sustained_fractions):
+        def held(fraction: float) -> bool:
             step = _step(ctx, feed, daemon, counted, round(reference * fraction), fraction, batches=False)
             steps.append(step)
             ctx.say(f"sustained: {dep.system} {step.rate:,}/s ({fraction:.2f}x its catch-up rate): produced "
                     f"{step.achieved_rate:,.0f}/s, lag max {step.max_lag:,} growing {step.lag_growth:,.0f}/s; "
                     + ("sustained" if step.sustained else "feed-limited" if step.feed_limited else "falls behind"))
-            if not step.sustained:
-                break
+            return step.sustained
+
+        first, *_rest = cfg.peer_sustained_fractions
+        if held(first):
+            for fraction in _ladder(cfg.peer_sustained_fractions)[1:]:
+                if not held(fraction):
+                    break
+        else:  # below the list: halve the rate until a step holds
+            fraction = first
+            for _ in range(BELOW_LADDER_STEPS):
+                fraction /= 2
+                if held(round(fraction, 3)):
+                    break
         feed.stop()
         if feed.error or feed.failed:
             raise BenchError(f"the sustained feed lost records: {feed.failed} failed {feed.error}")
@@ -233,6 +244,7 @@ def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: 
         stop(daemon)
         watcher.stop()
     best = max((s for s in steps if s.sustained), key=lambda s: s.rate, default=None)
+    last = max(steps, key=lambda s: s.rate) if steps else None
     return {
         "reference_orders_per_s": reference,
         "reference": "its own catch-up rate over processing time, this run",
@@ -240,7 +252,7 @@ def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: 
         "steps": [_step_dict(s) for s in steps],
         "highest_sustained_orders_per_s": best.rate if best else None,
         "ratio_to_reference": best.rate / reference if best else None,
-        "limited_by": "feed" if steps and steps[-1].feed_limited else "daemon" if steps and not steps[-1].sustained
+        "limited_by": "feed" if last and last.feed_limited else "daemon" if last and not last.sustained
         else "none (every step sustained)",
         "orders_counted": feed.sent,
         "peak_rss_bytes": daemon.rss.peak,
