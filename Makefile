@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
 
-.PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench events windows prometheus
+.PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench bench-quick events windows prometheus
 
 GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java service/spark/jvm/brewstream/*.java)
 GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
@@ -99,15 +99,40 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
 
-# The benchmark (docs/benchmarks.md): its own sandbox broker, every scenario, a table on stdout
-# and bench/results/latest.json. A quick pass:
-#   make bench BENCH_ARGS="--orders 50000 --reps 1 --latency-seconds 10"
-bench: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed
+# The benchmark (docs/benchmarks.md): its own sandbox broker, every scenario, every system
+# (brewstream, Kafka Streams, Spark's own aggregation, Quix Streams, a plain consumer),
+# tables on stdout, bench/results/latest.json, and latest.md with its plots beside it.
+bench: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)
 	$(VENV)/bin/python -m bench $(BENCH_ARGS)
+
+# A small version of everything: every system, every scenario, every count checked, one
+# setting each instead of the sweeps; results in bench/results/quick.json and quick.md.
+BENCH_QUICK_ARGS := --orders 30000 --reps 1 --changelog-records 100000 --changelog-keys 100 \
+  --latency-seconds 10 --warmup-seconds 3 --probe-seconds 5 --triggers 250ms \
+  --sustained-seconds 8 --sustained-fractions 0.3,0.6 --peer-sustained-fractions 0.3,0.6 \
+  --ours-caps none --ours-masters 'local[3]' --kstreams-threads 1 --spark-shuffle-partitions 4 \
+  --no-profile --output bench/results/quick.json
+bench-quick: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)
+	$(VENV)/bin/python -m bench $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
 
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 	$(VENV)/bin/pip install -q -e '.[dev,bench]'
 	touch $@
+
+# Kafka Streams, the benchmark's Java peer (bench/kstreams/): its jars at the broker's
+# version, fetched by Maven, and the application compiled against them.
+KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
+KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
+
+$(JARS)/kstreams/.installed: bench/kstreams/pom.xml
+	rm -rf $(JARS)/kstreams
+	$(MVN) -f bench/kstreams/pom.xml dependency:copy-dependencies
+	touch $@
+
+$(KSTREAMS_JAR): $(KSTREAMS_SRC) $(JARS)/kstreams/.installed
+	rm -rf .cache/bench/kstreams-classes
+	javac --release 17 -d .cache/bench/kstreams-classes -cp "$(JARS)/kstreams/*" $(KSTREAMS_SRC)
+	jar cf $@ -C .cache/bench/kstreams-classes .
 
 # Quix Streams pins confluent-kafka below brewstream's own pin, so it gets a virtualenv of its own.
 $(QUIX_VENV)/.installed: bench/quix/requirements.txt

@@ -13,6 +13,7 @@ from bench.config import (
     DEFAULT_WORK,
     OPTIONAL_SCENARIOS,
     SCENARIOS,
+    SYSTEMS,
     BenchConfig,
     OursSweep,
 )
@@ -42,6 +43,16 @@ def _fractions(text: str) -> tuple[float, ...]:
     return values
 
 
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(w) for w in _words(text))
+    except ValueError:
+        raise click.BadParameter(f"{flag} wants whole numbers separated by commas, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{flag} wants at least one number, each 1 or more")
+    return values
+
+
 def _words(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
@@ -55,6 +66,13 @@ def _words(text: str) -> tuple[str, ...]:
 @click.option("--scenarios", default=",".join(SCENARIOS), show_default=True,
               help=f"Which scenarios to run, comma-separated; also {', '.join(OPTIONAL_SCENARIOS)} (ingest on "
                    "local[1], local[2] and a local Spark cluster of one and two workers).")
+@click.option("--systems", default=",".join(SYSTEMS), show_default=True,
+              help="Which systems to run, comma-separated (every scenario runs those it applies to).")
+@click.option("--kstreams-threads", default="1,2", show_default=True,
+              help="num.stream.threads values tried for Kafka Streams' ingest (the best is repeated).")
+@click.option("--spark-shuffle-partitions", default="2,4", show_default=True,
+              help="spark.sql.shuffle.partitions values (state store partitions) tried for Spark's own "
+                   "aggregation (the best is repeated).")
 @click.option("--ours-caps", default="none,250000", show_default=True,
               help="--max-offsets-per-trigger values tried for brewstream's ingest ('none': no cap).")
 @click.option("--ours-masters", default="local[*],local[3]", show_default=True,
@@ -80,6 +98,9 @@ def _words(text: str) -> tuple[str, ...]:
 @click.option("--sustained-fractions", default="0.3,0.45,0.6,0.75,0.9", show_default=True,
               help="Input rates stepped through by the sustained scenario, as fractions of the plain "
                    "consumer's read rate, lowest first.")
+@click.option("--peer-sustained-fractions", default="0.3,0.45,0.6,0.75,0.9,1.1,1.3", show_default=True,
+              help="Input rates stepped through for Kafka Streams and Spark, as fractions of each one's own "
+                   "catch-up rate in this run, lowest first.")
 @click.option("--sustained-seconds", type=click.FloatRange(min=3), default=60.0, show_default=True,
               help="How long each sustained-rate step is held.")
 @click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
@@ -97,14 +118,16 @@ def _words(text: str) -> tuple[str, ...]:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_OUTPUT,
               show_default=True, help="Where the results JSON goes.")
 @click.option("--label", default="", help="A note stored with the results and shown above the tables.")
-def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, ours_masters: str,
+def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstreams_threads: str,
+          spark_shuffle_partitions: str, ours_caps: str, ours_masters: str,
           scaling_orders: int, scaling_min_partitions: int, changelog_records: int, changelog_keys: int,
           latency_rate: int, latency_seconds: float,
           probe_seconds: float | None, warmup_seconds: float, triggers: str, sustained_fractions: str,
-          sustained_seconds: float, flush_s: float, poll_s: float,
+          peer_sustained_fractions: str, sustained_seconds: float, flush_s: float, poll_s: float,
           profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
           output: Path, label: str) -> None:
-    """Ingest, restore, latency, sustained rate and recovery of brewstream against a plain consumer and Quix Streams."""
+    """Ingest, restore, latency, sustained rate and recovery of brewstream against a plain consumer, Quix
+    Streams, Kafka Streams and Spark's own stateful aggregation."""
     from bench.runner import run
 
     chosen = _words(scenarios)
@@ -112,8 +135,13 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, our
     if unknown:
         raise click.BadParameter(f"unknown scenario(s) {sorted(unknown)}; pick from "
                                  f"{', '.join(SCENARIOS + OPTIONAL_SCENARIOS)}")
+    picked = _words(systems)
+    if not picked or set(picked) - set(SYSTEMS):
+        raise click.BadParameter(f"--systems: pick from {', '.join(SYSTEMS)}; got {systems!r}")
     cfg = BenchConfig(
-        orders=orders, reps=reps, seed=seed, scenarios=chosen,
+        orders=orders, reps=reps, seed=seed, scenarios=chosen, systems=picked,
+        kstreams_threads=_ints(kstreams_threads, "--kstreams-threads"),
+        spark_shuffle_partitions=_ints(spark_shuffle_partitions, "--spark-shuffle-partitions"),
         sweep=OursSweep(_caps(ours_caps), _words(ours_masters)),
         scaling_orders=scaling_orders, scaling_min_partitions=scaling_min_partitions or None,
         changelog_records=changelog_records, changelog_keys=changelog_keys,
@@ -121,7 +149,8 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, ours_caps: str, our
         probe_seconds=probe_seconds if probe_seconds is not None else min(15.0, latency_seconds),
         warmup_seconds=warmup_seconds,
         trigger_candidates=tuple(sorted(parse_duration(t) for t in _words(triggers))),
-        sustained_fractions=_fractions(sustained_fractions), sustained_seconds=sustained_seconds,
+        sustained_fractions=_fractions(sustained_fractions),
+        peer_sustained_fractions=_fractions(peer_sustained_fractions), sustained_seconds=sustained_seconds,
         flush_s=flush_s, poll_s=poll_s, profile=profile, quix_python=quix_python, bootstrap=bootstrap,
         work_dir=work_dir, keep_work=keep_work, output=output, label=label,
     )

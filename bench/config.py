@@ -16,6 +16,9 @@ SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery")
 OPTIONAL_SCENARIOS = ("scaling",)
 # The one scenario that starts no Spark: it reads the changelog back into a store.
 SPARK_FREE = ("restore",)
+# The systems under test: brewstream, the plain consumer (the limit), Quix Streams, Kafka
+# Streams and Spark's own stateful aggregation. Each scenario runs those it applies to.
+SYSTEMS = ("ours", "plain", "quix", "kstreams", "spark")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,11 @@ class BenchConfig:
     seed: int = 42
     partitions: int = 3
     scenarios: tuple[str, ...] = SCENARIOS
+    systems: tuple[str, ...] = SYSTEMS
     sweep: OursSweep = field(default_factory=OursSweep)
+    # The peers' settings tried on the ingest backlog (one run each; the best is repeated).
+    kstreams_threads: tuple[int, ...] = (1, 2)
+    spark_shuffle_partitions: tuple[int, ...] = (2, 4)
     changelog_records: int = 1_000_000
     changelog_keys: int = 1_000
     latency_rate: int = 5_000
@@ -48,6 +55,11 @@ class BenchConfig:
     # The sustained-rate steps, as fractions of the plain consumer's read rate.
     sustained_fractions: tuple[float, ...] = (0.3, 0.45, 0.6, 0.75, 0.9)
     sustained_seconds: float = 60.0
+    # The peers' sustained-rate steps, as fractions of each one's own catch-up rate (over
+    # processing time) in this run: the plain consumer's steps start above what they process.
+    peer_sustained_fractions: tuple[float, ...] = (0.3, 0.45, 0.6, 0.75, 0.9, 1.1, 1.3)
+    # Latency probes: one order in this many carries a probe item (dataset.OrderStream).
+    probe_every: int = 50
     scaling_orders: int = 300_000
     scaling_min_partitions: int | None = 4
     profile: bool = True
@@ -60,6 +72,9 @@ class BenchConfig:
 
     def wants(self, scenario: str) -> bool:
         return scenario in self.scenarios
+
+    def runs(self, system: str) -> bool:
+        return system in self.systems
 
     def starts_spark(self) -> bool:
         return any(s not in SPARK_FREE for s in self.scenarios)

@@ -6,6 +6,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.config import BenchConfig
 from restorer.store import StateDir
@@ -30,6 +31,9 @@ class BenchContext:
     work: Path
     stamp: str
     broker_pid: int | None = None
+    # The settings the ingest sweep chose for each peer, by its name in the results: its
+    # daemons in the fed scenarios run with them.
+    peer_settings: dict[str, Any] = field(default_factory=dict)
     _n: int = 0
     _t0: float = field(default_factory=time.monotonic)
 

@@ -15,7 +15,12 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from bench import summary
+from bench.config import REPO
 from bench.stats import Summary
+
+# How each system is set up and why that is fair to it: part of every Markdown report.
+METHOD = REPO / "docs" / "benchmark-peers.md"
 
 MiB = 2**20
 
@@ -38,7 +43,7 @@ def print_tables(results: dict[str, Any], console: Console | None = None) -> Non
     console = console or Console(width=160)
     for line in header(results):
         console.print(line, markup=False)
-    for section in sections(results):
+    for section in [*headline(results), *sections(results)]:
         table = Table(title=section.title)
         for i, col in enumerate(section.columns):
             table.add_column(col, justify="left" if i < section.text_columns else "right")
@@ -49,23 +54,64 @@ def print_tables(results: dict[str, Any], console: Console | None = None) -> Non
             console.print(note, markup=False)
 
 
-def markdown(results: dict[str, Any]) -> str:
-    out = [f"_{line}_  " for line in header(results)]
+def markdown(results: dict[str, Any], plots: list[Path] | None = None) -> str:
+    """The report: the headline table, the plots (files beside the report), how each
+    system is set up, then every scenario's own tables."""
+    out = ["# brewstream against Kafka Streams, Spark, Quix Streams and a plain consumer", ""]
+    out += [f"_{line}_  " for line in header(results)]
+    for section in headline(results):
+        out += _md_section(section)
+    if plots:
+        out += ["", *(f"![{p.stem}]({p.name})" for p in plots)]
+    if METHOD.is_file():
+        out += ["", METHOD.read_text().strip()]
+    out += ["", "## Every scenario's figures"]
     for section in sections(results):
-        out += ["", f"**{section.title}**", "", "| " + " | ".join(section.columns) + " |",
-                "|" + "|".join(":---" if i < section.text_columns else "---:" for i in range(len(section.columns)))
-                + "|"]
-        out += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in section.rows]
-        if section.notes:
-            out += [""] + [f"{note}  " for note in section.notes]
+        out += _md_section(section)
     return "\n".join(out) + "\n"
+
+
+def _md_section(section: Section) -> list[str]:
+    out = ["", f"**{section.title}**", "", "| " + " | ".join(section.columns) + " |",
+           "|" + "|".join(":---" if i < section.text_columns else "---:" for i in range(len(section.columns))) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in section.rows]
+    if section.notes:
+        out += [""] + [f"{note}  " for note in section.notes]
+    return out
+
+
+def headline(results: dict[str, Any]) -> list[Section]:
+    """The one table a reader starts with (``bench.summary``)."""
+    table = summary.rows(results)
+    if not table:
+        return []
+    sec = Section("brewstream and its peers, side by side: median figure (its ratio to brewstream's)",
+                  ["", *(title for _, title in summary.COLUMNS), "leads"])
+    for row in table:
+        leader = row.leader()
+        sec.rows.append([row.label, *row.cells(), summary.TITLES[leader] if leader else "-"])
+    sec.notes.append("a ratio is the system's figure / brewstream's: below 1 is better for times and memory, above 1 "
+                     "for rates; '>=': every step held, the figure is a lower bound; 'leads' is the best of the four "
+                     "stateful systems (the plain consumer is the limit: "
+                     "no state, no changelog, no guarantee); '-': not measured or does not apply")
+    sec.notes += [f"where a peer leads: {line}" for line in summary.peers_lead(table)]
+    behind = [summary.TITLES.get(s, s) for s, e in results.get("visible", {}).get("systems", {}).items()
+              if not e.get("keeps_up", True)]
+    if behind:
+        sec.notes.append(f"fell behind the {results['visible']['rate']:,}/s feed in the latency runs (their latency "
+                         f"climbed through the run): {', '.join(behind)}")
+    sec.notes.append("every system's counts were checked against the oracle after every run; a miscount stops the "
+                     "benchmark")
+    return [sec]
 
 
 def header(results: dict[str, Any]) -> list[str]:
     lines = [results["label"]] if results.get("label") else []
     m = results.get("machine", {})
     lines.append(f"{m.get('cpus')} CPUs ({m.get('cpu_model')}), {m.get('memory_gib')} GiB; Python {m.get('python')}, "
-                 f"pyspark {m.get('pyspark')}, Kafka {m.get('kafka_broker')}, quixstreams {m.get('quixstreams')}")
+                 f"{m.get('java')}; pyspark {m.get('pyspark')}, Kafka {m.get('kafka_broker')}, Kafka Streams "
+                 f"{m.get('kafka_streams') or '-'}, quixstreams {m.get('quixstreams') or '-'}; brewstream at commit "
+                 f"{results.get('commit') or 'unknown'}")
     start, end = results.get("load_average_start"), results.get("load_average_end")
     if start and end:
         lines.append(f"load average (1/5/15 min) at start {_loads(start)}, at end {_loads(end)}; "
@@ -83,10 +129,16 @@ def sections(results: dict[str, Any]) -> list[Section]:
         out.append(_restore(results["restore"]))
     if "latency" in results:
         out.append(_latency(results["latency"]))
+    if "visible" in results:
+        out.append(_visible(results["visible"]))
     if "sustained" in results:
         out.append(_sustained(results["sustained"]))
+    for system, r in results.get("peer_sustained", {}).items():
+        out.append(_peer_sustained(system, r))
     if "recovery" in results:
         out.append(_recovery(results["recovery"]))
+    if "takeover" in results:
+        out.append(_takeover(results["takeover"]))
     return out
 
 
@@ -135,6 +187,12 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
                           spread(s["startup_s"], _s), spread(s["wall_s"], _s), spread(s["peak_rss_bytes"], _mib)])
     ratios = ", ".join(f"{k} = {_x(v)}" for k, v in r["ratios"].items())
     main.notes.append(f"ratios of median orders/s: {ratios}; counts verified equal to the oracle for every run")
+    if r.get("bad_records"):
+        main.notes.append(f"{r['bad_records']:,} of the records are bad ({r['bad_kinds']} kinds in turn, one record in "
+                          f"{r['orders'] // max(1, r['bad_records']):,}); every system skips them; rates are over "
+                          "all records")
+    if "ours" not in r["systems"]:
+        return [main, *([_catch_up(r["catch_up"], r["systems"])] if r.get("catch_up") else [])]
     ours = r["systems"]["ours"]["runs"][0]
     parts = ", ".join(f"{k} {_mib(v)} MiB" for k, v in sorted(ours["rss_parts_at_peak"].items()))
     main.notes.append(f"brewstream's process tree at its peak (root = Python driver, jvm = Spark, children = Python "
@@ -159,6 +217,15 @@ def _ingest(r: dict[str, Any]) -> list[Section]:
                            _s(run["startup_s"]), str(d["batches"]), _s(d["first_batch_s"]), _s(d["aggregate_s"]),
                            _s(d["changelog_s"]), _s(d["store_s"]), _s(d["between_batches_s"])])
     out = [*sections, sweep]
+    for system, runs in r.get("peer_sweeps", {}).items():
+        if not runs:
+            continue
+        sec = Section(f"{summary.TITLES.get(system, system)} settings tried (one run each; the best is repeated above)",
+                      ["settings", "orders/s", "start-up s", "wall s", "peak RSS MiB"])
+        for run in runs:
+            sec.rows.append([run["settings"], _n(run["orders_per_s"]), _s(run["startup_s"]), _s(run["wall_s"]),
+                             _mib(run["peak_rss_bytes"])])
+        out.append(sec)
     profile = r.get("profile")
     if profile and "roles" in profile:
         for role, data in profile["roles"].items():
@@ -181,6 +248,9 @@ def _catch_up(c: dict[str, Any], systems: dict[str, Any]) -> Section:
         sec.rows.append([name, spread(rate, _n), spread(systems[name]["wall_s"], _s), empty])
     sec.notes.append("ratios: " + ", ".join(f"{k} = {_x(v)}" for k, v in c["ratios"].items())
                      + "; the empty-input wall is each system's start-up and shutdown alone")
+    sec.notes.append("a rate from the difference of two walls is as noisy as the start-up it subtracts: the headline "
+                     "table judges a cold start by its whole wall and reports start-up apart; '-': a run over the "
+                     "backlog took no longer than the median run over an empty input")
     return sec
 
 
@@ -266,4 +336,56 @@ def _recovery(r: dict[str, Any]) -> Section:
     sec.notes.append("kill9: restart on the same dirs; disk-loss: restart after deleting the state dir; "
                      "failover: a --standby on dirs of its own takes over (store ready = it took over)")
     sec.notes.append("counts verified exact after every recovery")
+    return sec
+
+
+def _visible(r: dict[str, Any]) -> Section:
+    sec = Section(f"Produce -> visible to a read_committed reader of each system's output, at {r['rate']:,} orders/s "
+                  f"for {r['seconds']:.0f} s, ms, median (min..max) over runs",
+                  ["system", "p50", "p95", "p99", "probes", "peak RSS MiB", "keeps up"])
+    for system, e in r["systems"].items():
+        sec.rows.append([summary.TITLES.get(system, system), spread(e["p50_s"], _ms), spread(e["p95_s"], _ms),
+                         spread(e["p99_s"], _ms), ", ".join(f"{run['probes']:,}" for run in e["runs"]),
+                         spread(e["peak_rss_bytes"], _mib), "yes" if e.get("keeps_up") else "no"])
+    sec.notes.append(f"one order in {r['probe_every']} carries a probe item (a drink named after it); its latency is "
+                     "its first arrival at the reader; keeps up: every probe seen, and the p95 of the last third of "
+                     "the run at most 1.5 x that of the first third + 0.25 s; brewstream's output is its changelog, "
+                     "Kafka Streams' its output topic, Spark's its Kafka sink (not transactional); each system's "
+                     "output matched the oracle after every run")
+    return sec
+
+
+def _peer_sustained(system: str, r: dict[str, Any]) -> Section:
+    title = summary.TITLES.get(system, system)
+    sec = Section(f"Sustained input rate, {title}: steps of {r['seconds_per_step']:.0f}s at fractions of its own "
+                  f"catch-up rate ({_n(r['reference_orders_per_s'])}/s), lag = produced - counted in its output",
+                  ["step", "target orders/s", "produced orders/s", "max lag", "lag growth/s", "verdict"])
+    for s in r["steps"]:
+        verdict = "sustained" if s["sustained"] else "feed-limited" if s["feed_limited"] else "falls behind"
+        sec.rows.append([f"{s['fraction']:.2f}x", _n(s["rate"]), _n(s["achieved_rate"]), _n(s["max_lag"]),
+                         _n(s["lag_growth_per_s"]), verdict])
+    best = r["highest_sustained_orders_per_s"]
+    sec.notes.append(f"{r['deployment']}; highest sustained {'-' if best is None else _n(best)}/s; the steps stopped "
+                     f"at: {r['limited_by']}; {r['orders_counted']:,} orders produced, all counted; peak RSS "
+                     f"{_mib(r['peak_rss_bytes'])} MiB")
+    return sec
+
+
+def _takeover(r: dict[str, Any]) -> Section:
+    sec = Section(f"SIGKILL at {r['rate']:,} orders/s -> the output whole again (every order produced up to "
+                  f"{r['whole_after_s']:.0f} s after the kill visible to a read_committed reader), s, "
+                  "median (min..max)",
+                  ["system", "after", "kill -> whole again", "kill -> first new order visible", "peak RSS MiB"],
+                  text_columns=2)
+    for system, modes in r["systems"].items():
+        for mode, e in modes.items():
+            if "whole_s" not in e:
+                sec.rows.append([summary.TITLES.get(system, system), mode, "could not hold the rate", "-", "-"])
+                continue
+            sec.rows.append([summary.TITLES.get(system, system), mode, spread(e["whole_s"], _s),
+                             spread(e["first_new_s"], _s), spread(e["peak_rss_bytes"], _mib)])
+    sec.notes.append("disk-loss: the killed instance restarts at once on an empty local disk (brewstream: state dir "
+                     "deleted, Spark checkpoint kept; Kafka Streams: state dir deleted, restored from its changelog; "
+                     "Spark: local dirs deleted, checkpoint kept); failover: a hot standby running from the start "
+                     "takes over, nothing restarts; each output matched the oracle after every run")
     return sec

@@ -8,22 +8,25 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from bench import report
+import orjson
+
+from bench import plots, report
 from bench.broker import broker
 from bench.config import BenchConfig
 from bench.context import BenchContext
 from bench.dataset import order_stream, produce_backlog
 from bench.kafka_topics import create_pipeline, delete_containing
-from bench.machine import describe
+from bench.machine import describe, describe_commit
 from bench.procs import kill_all
-from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained
-from bench.systems import ours, plain, quix
+from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained, takeover, visible
+from bench.systems import kstreams, ours, plain, quix, spark_native
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
-    needs_quix = cfg.wants("ingest") or cfg.wants("restore")
+    needs_quix = cfg.runs("quix") and (cfg.wants("ingest") or cfg.wants("restore"))
     quix_version = quix.require(cfg.quix_python) if needs_quix else None
+    kstreams_version = kstreams.require() if cfg.runs("kstreams") else None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work = cfg.work_dir / stamp
     work.mkdir(parents=True, exist_ok=True)
@@ -34,8 +37,9 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     results: dict[str, Any] = {
         "label": cfg.label,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": describe(quix_version),
+        "machine": {**describe(quix_version), "kafka_streams": kstreams_version},
         "config": asdict(cfg),
+        "commit": describe_commit(),
         # The harness cannot keep other work off the machine; the load shows whether any ran.
         "load_average_start": os.getloadavg(),
     }
@@ -56,19 +60,23 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     results["duration_s"] = time.monotonic() - started
     results["load_average_end"] = os.getloadavg()
     report.write_json(results, cfg.output)
-    cfg.output.with_suffix(".md").write_text(report.markdown(results))
+    saved = orjson.loads(cfg.output.read_bytes())  # plain JSON values from here on, as a later reader sees them
+    pictures = plots.write_all(saved, cfg.output.with_suffix(""))
+    cfg.output.with_suffix(".md").write_text(report.markdown(saved, pictures))
     report.print_tables(results)
-    print(f"results written to {cfg.output} and {cfg.output.with_suffix('.md')}")
+    print(f"results written to {cfg.output} and {cfg.output.with_suffix('.md')}"
+          + (f"; plots: {', '.join(p.name for p in pictures)}" if pictures else ""))
     return results
 
 
 def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
     cfg = ctx.cfg
-    if cfg.starts_spark():
+    ours_runs = cfg.runs("ours")
+    if cfg.starts_spark() and ours_runs:
         results["jvm_archive"] = _jvm_archive(ctx)
     if cfg.wants("ingest"):
         results["ingest"] = ingest.run(ctx)
-    if cfg.wants("scaling"):
+    if cfg.wants("scaling") and ours_runs:
         results["scaling"] = scaling.run(ctx)
     if cfg.wants("restore"):
         results["restore"] = restore.run(ctx)
@@ -77,11 +85,17 @@ def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
         ctx.say(f"generating {need:,} orders for the fed scenarios")
         stream = order_stream(cfg.seed, need)
         if cfg.wants("latency"):
-            results["latency"] = latency.run(ctx, stream)
+            if ours_runs:
+                results["latency"] = latency.run(ctx, stream)
+            results["visible"] = visible.run(ctx, stream)
         if cfg.wants("sustained"):
-            results["sustained"] = sustained.run(ctx, stream, _plain_rate(ctx, results))
+            if ours_runs:
+                results["sustained"] = sustained.run(ctx, stream, _plain_rate(ctx, results))
+            results["peer_sustained"] = sustained.run_peers(ctx, stream, _peer_rates(ctx, results))
         if cfg.wants("recovery"):
-            results["recovery"] = recovery.run(ctx, stream)
+            if ours_runs:
+                results["recovery"] = recovery.run(ctx, stream)
+            results["takeover"] = takeover.run(ctx, stream)
 
 
 ARCHIVE_RUN_ORDERS = 20_000
@@ -103,9 +117,29 @@ def _jvm_archive(ctx: BenchContext) -> dict[str, Any]:
     return {"cache": str(cache) if cache else "off", "first_run_wall_s": run.wall_s}
 
 
+def _peer_rates(ctx: BenchContext, results: dict[str, Any]) -> dict[str, float]:
+    """Each peer's catch-up rate over processing time in this run: from the ingest
+    scenario, or measured now on a backlog of ``--orders``."""
+    systems = results.get("ingest", {}).get("systems", {})
+    rates = {name: float(systems[name]["orders_per_s"].median) for name in ("kafka streams", "spark native")
+             if name in systems}
+    missing = [name for name in ("kafka streams", "spark native") if name not in rates
+               and ctx.cfg.runs({"kafka streams": "kstreams", "spark native": "spark"}[name])]
+    if missing:
+        topics = ctx.topics("sustained-reference")
+        create_pipeline(ctx.conn, topics, ctx.cfg.partitions)
+        backlog = produce_backlog(ctx.conn, topics.orders, ctx.cfg.orders, ctx.cfg.seed)
+        for name in missing:
+            run = (kstreams.ingest(ctx, backlog, ctx.peer_settings.get(name) or kstreams.Settings())
+                   if name == "kafka streams" else
+                   spark_native.ingest(ctx, backlog, ctx.peer_settings.get(name) or spark_native.Settings()))
+            rates[name] = run.orders_per_s
+    return rates
+
+
 def _plain_rate(ctx: BenchContext, results: dict[str, Any]) -> float:
     """The plain consumer's read rate of this run: from the ingest scenario, or read now."""
-    if "ingest" in results:
+    if "baseline" in results.get("ingest", {}).get("systems", {}):
         return float(results["ingest"]["systems"]["baseline"]["orders_per_s"].median)
     topics = ctx.topics("sustained-baseline")
     create_pipeline(ctx.conn, topics, ctx.cfg.partitions)

@@ -1,7 +1,9 @@
 """The drink count as a Quix Streams application (the peer of the ingest scenario).
 
-Runs in the Quix virtualenv, so it imports nothing from brewstream. Each order is
-expanded into its items, re-keyed by drink with ``group_by`` (Quix state is scoped by
+Runs in the Quix virtualenv, so it imports nothing from brewstream (the order rules are
+the benchmark's own plain Python, ``bench/workers/order_rules.py``). Each order is read
+as bytes, checked by the order rules (a bad one yields no item) and expanded into its
+items, re-keyed by drink with ``group_by`` (Quix state is scoped by
 message key, so this is how a per-drink total gets one state key per drink, as in
 brewstream's store), and a stateful ``apply`` keeps the running total in RocksDB with
 its changelog. The app stops through Quix's own ``run(count=...)`` once every item
@@ -15,11 +17,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 from quixstreams import Application, State
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: bench.workers
+from bench.workers.order_rules import order_items
 
 
 def main() -> None:
@@ -27,10 +34,10 @@ def main() -> None:
     totals: dict[str, int] = {}
     stamps: dict[str, float] = {}
 
-    def items_of(order: dict[str, Any]) -> list[dict[str, Any]]:
+    def items_of(order: bytes | None) -> list[dict[str, Any]]:
         if "first" not in stamps:
             stamps["first"] = time.monotonic()
-        return order["items"]
+        return [{"drink": drink, "quantity": quantity} for drink, quantity in order_items(order)]
 
     def add(item: dict[str, Any], state: State) -> int:
         total = state.get("total", 0) + item["quantity"]
@@ -46,7 +53,7 @@ def main() -> None:
         state_dir=args.state_dir,
         loglevel=logging.WARNING,
     )
-    orders = app.topic(args.topic, value_deserializer="json", key_deserializer="bytes")
+    orders = app.topic(args.topic, value_deserializer="bytes", key_deserializer="bytes")
     sdf = app.dataframe(orders)
     sdf = sdf.apply(items_of, expand=True)
     sdf = sdf.group_by("drink")

@@ -76,6 +76,18 @@ def run(ctx: BenchContext, stream: OrderStream) -> dict[str, Any]:
     cfg = ctx.cfg
     probes: list[LatencyRun] = []
     fastest: float | None = None
+    if cfg.trigger_candidates == (cfg.default_trigger_s,):
+        # Only the default to try: its measured runs say whether it keeps up; no probe run.
+        runs = [_measure(ctx, stream, cfg.default_trigger_s, cfg.latency_seconds, f"rep {rep}")
+                for rep in range(1, cfg.reps + 1)]
+        label = _label(cfg.default_trigger_s)
+        keeps = all(r.keeps_up for r in runs)
+        return {
+            "rate": cfg.latency_rate, "seconds": cfg.latency_seconds, "warmup_seconds": cfg.warmup_seconds,
+            "flush_s": cfg.flush_s, "poll_s": cfg.poll_s, "default_trigger": label,
+            "fastest_keeping_up": label if keeps else None,
+            "probes": [_run_dict(r) for r in runs], "triggers": {label: _summary(runs)},
+        }
     for trigger in cfg.trigger_candidates:
         probe = _measure(ctx, stream, trigger, cfg.probe_seconds, "probe")
         probes.append(probe)

@@ -24,7 +24,7 @@ from bench.errors import BenchError
 from bench.kafka_topics import create_plain, high_watermarks, topics_containing
 from bench.runs import RestoreRun
 from bench.stats import ratio, summarize
-from bench.systems import ours, plain, quix
+from bench.systems import kstreams, ours, plain, quix
 
 
 def run(ctx: BenchContext) -> dict[str, Any]:
@@ -38,26 +38,57 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     if written != records:
         raise BenchError(f"{topics.changelog} holds {written} records, expected {records}")
 
-    systems: dict[str, list[RestoreRun]] = {"limit": [], "ours": [], "quix": []}
+    systems: dict[str, list[RestoreRun]] = {}
     for rep in range(1, cfg.reps + 1):
-        systems["limit"].append(_say(ctx, rep, plain.restore(ctx, topics.changelog, expected)))
-        systems["ours"].append(_say(ctx, rep, ours.restore(ctx, topics, expected)))
+        if cfg.runs("plain"):
+            systems.setdefault("limit", []).append(_say(ctx, rep, plain.restore(ctx, topics.changelog, expected)))
+        if cfg.runs("ours"):
+            systems.setdefault("ours", []).append(_say(ctx, rep, ours.restore(ctx, topics, expected)))
 
-    quix_setup = _quix_changelog(ctx)
-    for rep in range(1, cfg.reps + 1):
-        _probe(ctx, quix_setup["topic"], cfg.partitions)
-        systems["quix"].append(_say(ctx, rep, quix.recover(
-            ctx, quix_setup["topic"], quix_setup["group"], cfg.partitions, keys, quix_setup["records"],
-            quix_setup["last_round"])))
+    ks_setup = None
+    if cfg.runs("kstreams"):
+        ks_setup = _kstreams_changelog(ctx, expected)
+        systems["kafka streams"] = [_say(ctx, rep, kstreams.restore(
+            ctx, ks_setup["app_id"], ks_setup["input"], ks_setup["output"], expected, records))
+            for rep in range(1, cfg.reps + 1)]
+
+    quix_setup = None
+    if cfg.runs("quix"):
+        quix_setup = _quix_changelog(ctx)
+        for rep in range(1, cfg.reps + 1):
+            _probe(ctx, quix_setup["topic"], cfg.partitions)
+            systems.setdefault("quix", []).append(_say(ctx, rep, quix.recover(
+                ctx, quix_setup["topic"], quix_setup["group"], cfg.partitions, keys, quix_setup["records"],
+                quix_setup["last_round"])))
 
     med = {name: summarize([r.records_per_s for r in runs]).median for name, runs in systems.items()}
     return {
         "records": records, "keys": keys, "topic_config": "cleanup.policy=delete (nothing compacted)",
         "systems": {name: _summary(runs) for name, runs in systems.items()},
         "quix_changelog": quix_setup,
-        "ratios": {"ours/limit": ratio(med["ours"], med["limit"]), "ours/quix": ratio(med["ours"], med["quix"])},
+        "kstreams_changelog": ks_setup,
+        "ratios": {f"ours/{name}": ratio(med.get("ours"), m) for name, m in med.items() if name != "ours"},
         "values_verified": True,
     }
+
+
+def _kstreams_changelog(ctx: BenchContext, expected: dict[str, int]) -> dict[str, Any]:
+    """Kafka Streams' changelog of a key-value store holds what brewstream's does: the key in
+    UTF-8 and the value as an 8-byte big-endian long (Serdes.Long; a timestamped store keeps
+    the timestamp in the record's). So the same records are written again, the same way, to
+    the changelog topic of the application's store, created as brewstream's was (no
+    compaction); the application then restores it into an empty state dir."""
+    cfg = ctx.cfg
+    app_id = f"bench-{ctx.stamp}-{ctx.fresh('kstreams-restore')}"
+    changelog = kstreams.changelog_topic(app_id)
+    setup = {"app_id": app_id, "input": f"{app_id}-orders", "output": f"{app_id}-out", "changelog": changelog}
+    for topic in (setup["input"], setup["output"]):
+        create_plain(ctx.conn, topic, cfg.partitions)
+    create_plain(ctx.conn, changelog, cfg.partitions, {"cleanup.policy": "delete", "retention.ms": "-1"})
+    ctx.say(f"restore: writing the same {cfg.changelog_records:,} records to Kafka Streams' changelog {changelog}")
+    if produce_changelog(ctx.conn, changelog, cfg.changelog_records, cfg.changelog_keys, cfg.partitions) != expected:
+        raise BenchError("the Kafka Streams changelog differs from brewstream's")
+    return setup
 
 
 def _quix_changelog(ctx: BenchContext) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def _run(ctx: BenchContext, topics: Topics, backlog: Backlog, setup: Setup, mast
         extra += ["--min-partitions", str(setup.min_partitions)]
     settings = ours.Settings(master=master, extra=tuple(extra), name=setup.name)
     reset_outputs(ctx.conn, topics, ctx.cfg.partitions)
-    run = ours.ingest(ctx, topics, settings, backlog.expected, name="ours-scaling")
+    run = ours.ingest(ctx, topics, settings, backlog.expected, name="ours-scaling", records=backlog.orders)
     ctx.say(f"scaling: {setup.name} rep {rep}: {run.orders_per_s:,.0f} orders/s (processing {run.processing_s:.2f}s, "
             f"start-up {run.startup_s:.1f}s, wall {run.wall_s:.1f}s)")
     return run

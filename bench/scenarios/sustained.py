@@ -30,10 +30,14 @@ from bench.dataset import OrderStream
 from bench.errors import BenchError
 from bench.feed import SteppedFeed
 from bench.kafka_topics import create_pipeline
+from bench.outputs import OutputWatcher
 from bench.procs import Child
 from bench.rss import cpu_seconds
+from bench.runs import require_same
+from bench.scenarios.visible import stop
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
+from bench.systems.deployment import Factory, factories
 from topics.clock import wait_until
 
 READY_TIMEOUT_S = 300.0
@@ -113,7 +117,7 @@ def run(ctx: BenchContext, stream: OrderStream, plain_rate: float) -> dict[str, 
         wait_until(lambda: counted() >= 1, READY_TIMEOUT_S, "the daemon's first batch", every=SAMPLE_S,
                    give_up=daemon.exit_reason)
         feed.rate = round(plain_rate * WARMUP_FRACTION)
-        time.sleep(WARMUP_S)  # a fixed warm-up period, not a wait for a condition
+        time.sleep(min(WARMUP_S, ctx.cfg.sustained_seconds))  # a fixed warm-up period, not a wait for a condition
         wait_until(lambda: feed.sent - counted() <= feed.rate * 2, CATCH_UP_TIMEOUT_S, "the warm-up lag to drain",
                    every=SAMPLE_S, give_up=daemon.exit_reason)
         for fraction in cfg.sustained_fractions:
@@ -155,8 +159,109 @@ def run(ctx: BenchContext, stream: OrderStream, plain_rate: float) -> dict[str, 
     }
 
 
+def run_peers(ctx: BenchContext, stream: OrderStream, reference: dict[str, float]) -> dict[str, Any]:
+    """The same steps for each peer that runs as a daemon, at ``--peer-sustained-fractions``
+    of its own catch-up rate (``reference``, orders/s over processing time in this run).
+    A peer's progress is what its output shows a ``read_committed`` reader: the cups its
+    per-drink sums add up to, against the cups in the orders produced."""
+    out: dict[str, Any] = {}
+    for system, make in factories(ctx).items():
+        if system == "ours":
+            continue  # its own scenario above, measured at its committed store
+        rate = reference.get(system)
+        if not rate:
+            ctx.say(f"sustained: no catch-up rate of {system} in this run; skipped")
+            continue
+        out[system] = _run_peer(ctx, stream, make, rate)
+    return out
+
+
+PAST_LADDER = 1.25  # a peer that holds every step is stepped on by this factor
+PAST_LADDER_STEPS = 8
+BELOW_LADDER_STEPS = 3  # a peer that falls behind on the first step tries half the rate, this often
+
+
+def _ladder(fractions: tuple[float, ...]) -> list[float]:
+    """The given fractions, then on by ``PAST_LADDER`` a step, so that a peer's figure is
+    where it fell behind rather than where the list ended (the run stops at the first
+    step not sustained)."""
+    out = list(fractions)
+    for _ in range(PAST_LADDER_STEPS):
+        out.append(round(out[-1] * PAST_LADDER, 3))
+    return out
+
+
+def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: float) -> dict[str, Any]:
+    cfg = ctx.cfg
+    dep = make("sustained", False)
+    watcher = OutputWatcher(ctx.conn, dep.output)
+    watcher.start()
+    daemon = dep.start(0, f"{dep.system.replace(' ', '-')}-sustained")
+    feed = SteppedFeed(ctx.conn, dep.input, stream)
+    steps: list[Step] = []
+
+    def counted() -> int:
+        sent = feed.sent
+        return sent - round((stream.cups(sent) - watcher.counted_cups()) / stream.cups_per_order)
+
+    try:
+        feed.rate = 1
+        feed.start()
+        wait_until(lambda: watcher.counted_cups() > 0, READY_TIMEOUT_S, f"{dep.system}'s first output",
+                   every=SAMPLE_S, give_up=daemon.exit_reason)
+        feed.rate = max(1, round(reference * WARMUP_FRACTION))
+        time.sleep(min(WARMUP_S, ctx.cfg.sustained_seconds))  # a fixed warm-up period, not a wait for a condition
+        wait_until(lambda: feed.sent - counted() <= feed.rate * 2, CATCH_UP_TIMEOUT_S, "the warm-up lag to drain",
+                   every=SAMPLE_S, give_up=daemon.exit_reason)
+        def held(fraction: float) -> bool:
+            step = _step(ctx, feed, daemon, counted, round(reference * fraction), fraction, batches=False)
+            steps.append(step)
+            ctx.say(f"sustained: {dep.system} {step.rate:,}/s ({fraction:.2f}x its catch-up rate): produced "
+                    f"{step.achieved_rate:,.0f}/s, lag max {step.max_lag:,} growing {step.lag_growth:,.0f}/s; "
+                    + ("sustained" if step.sustained else "feed-limited" if step.feed_limited else "falls behind"))
+            return step.sustained
+
+        first, *_rest = cfg.peer_sustained_fractions
+        if held(first):
+            for fraction in _ladder(cfg.peer_sustained_fractions)[1:]:
+                if not held(fraction):
+                    break
+        else:  # below the list: halve the rate until a step holds
+            fraction = first
+            for _ in range(BELOW_LADDER_STEPS):
+                fraction /= 2
+                if held(round(fraction, 3)):
+                    break
+        feed.stop()
+        if feed.error or feed.failed:
+            raise BenchError(f"the sustained feed lost records: {feed.failed} failed {feed.error}")
+        expected_cups = stream.cups(feed.sent)
+        wait_until(lambda: watcher.counted_cups() >= expected_cups, CATCH_UP_TIMEOUT_S,
+                   f"{dep.system} to count every order produced", every=SAMPLE_S, give_up=daemon.exit_reason)
+        require_same(f"{dep.system} after the sustained steps", watcher.sums(), stream.oracle(feed.sent))
+    finally:
+        feed.halt.set()
+        stop(daemon)
+        watcher.stop()
+    best = max((s for s in steps if s.sustained), key=lambda s: s.rate, default=None)
+    last = max(steps, key=lambda s: s.rate) if steps else None
+    return {
+        "reference_orders_per_s": reference,
+        "reference": "its own catch-up rate over processing time, this run",
+        "seconds_per_step": cfg.sustained_seconds,
+        "steps": [_step_dict(s) for s in steps],
+        "highest_sustained_orders_per_s": best.rate if best else None,
+        "ratio_to_reference": best.rate / reference if best else None,
+        "limited_by": "feed" if last and last.feed_limited else "daemon" if last and not last.sustained
+        else "none (every step sustained)",
+        "orders_counted": feed.sent,
+        "peak_rss_bytes": daemon.rss.peak,
+        "deployment": dep.describe(),
+    }
+
+
 def _step(ctx: BenchContext, feed: SteppedFeed, daemon: Child, counted: Callable[[], int], rate: int,
-          fraction: float) -> Step:
+          fraction: float, batches: bool = True) -> Step:
     seconds = ctx.cfg.sustained_seconds
     cpu_before = _cpu(ctx, daemon)
     after = len(daemon.lines)
@@ -172,7 +277,7 @@ def _step(ctx: BenchContext, feed: SteppedFeed, daemon: Child, counted: Callable
     produced = feed.sent - start_sent
     daemon.rss.sample()
     cpu_after = _cpu(ctx, daemon)
-    done = ours.batches(daemon, after)
+    done = ours.batches(daemon, after) if batches else []
     return Step(rate, fraction, produced, time.monotonic() - t0, lags, len(done),
                 sum(b.orders for b in done) / max(1, len(done)),
                 sum(b.t - b.started for b in done) / max(1, len(done)),

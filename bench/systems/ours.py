@@ -6,12 +6,14 @@ harness; the line is logged right after the batch's store commit.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.context import BenchContext, DaemonDirs
 from bench.errors import BenchError
+from bench.kafka_topics import create_pipeline
 from bench.procs import Child, run_to_end
 from bench.rss import cpu_seconds
 from bench.runs import IngestRun, RestoreRun, require_same
@@ -21,11 +23,13 @@ from service.drink_count.counts import DrinkCounts, drink_counts
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.engine.defaults import DEFAULT_TRIGGER_S
 from service.engine.query import READY_PATTERN
+from service.instance.health import STANDBY, role_pattern
 from topics.catalog import Topics
 
 BREW = str(Path(sys.executable).parent / "brewstream")
 BATCH = BATCH_PATTERN
 READY = READY_PATTERN
+STANDBY_LINE = role_pattern(STANDBY)
 INGEST_TIMEOUT_S = 3600.0
 
 
@@ -98,8 +102,11 @@ def read_store(dirs: DaemonDirs) -> DrinkCounts | None:
 
 
 def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict[str, int],
-           prefix_args: list[str] | None = None, name: str = "ours-ingest", allow_empty: bool = False) -> IngestRun:
-    """``brewstream run --available-now`` from an empty state dir over the whole backlog."""
+           prefix_args: list[str] | None = None, name: str = "ours-ingest", allow_empty: bool = False,
+           records: int | None = None) -> IngestRun:
+    """``brewstream run --available-now`` from an empty state dir over the whole backlog;
+    ``records``: how many records it holds, bad ones included (the rate is over all of
+    them, as for every system); by default the good orders the store counted."""
     dirs = ctx.dirs(name)
     args = [*(prefix_args or []), *run_args(ctx, topics, dirs, settings, available_now=True)]
     broker_before = cpu_seconds(ctx.broker_pid) if ctx.broker_pid else None
@@ -136,7 +143,7 @@ def ingest(ctx: BenchContext, topics: Topics, settings: Settings, expected: dict
                                            if len(done) > 1 and last > done[0].t else None),
         "cpu_s": cpu,  # by process, over the whole run (start-up included)
     }
-    orders = state.processed_orders
+    orders = state.processed_orders if records is None else records
     return IngestRun("ours", settings.label, orders, last - first, first - child.started,
                      child.wall_s, child.rss.peak, child.rss.peak_parts, detail)
 
@@ -155,3 +162,34 @@ def restore(ctx: BenchContext, topics: Topics, expected: dict[str, int]) -> Rest
     return RestoreRun("ours", int(m["records"]), int(m["keys"]), float(m["seconds"]), child.wall_s, child.rss.peak,
                       {"summary": line.text})
 
+
+
+class OursDeployment:
+    """brewstream as a daemon with default flags (trigger 250 ms) on a pipeline of its own;
+    its changelog is the output a downstream reader sees (absolute counts, one transaction
+    per batch). Instance 1 is a ``--standby`` on dirs of its own."""
+
+    system = "ours"
+    has_standby = True
+
+    def __init__(self, ctx: BenchContext, what: str, standby: bool = False) -> None:
+        self.ctx = ctx
+        self.topics = ctx.topics(what)
+        create_pipeline(ctx.conn, self.topics, ctx.cfg.partitions)
+        self.input = self.topics.orders
+        self.output = self.topics.changelog
+        self.dirs = [ctx.dirs(what), ctx.dirs(f"{what}-standby")]
+        self.settings = Settings(trigger_s=ctx.cfg.default_trigger_s, flush_s=ctx.cfg.flush_s)
+
+    def start(self, instance: int, name: str) -> Child:
+        return start_daemon(self.ctx, self.topics, self.dirs[instance], self.settings, name, standby=instance > 0)
+
+    def lose_disk(self, instance: int) -> None:
+        # The Spark checkpoint stays: the daemon must notice that it runs ahead of the store.
+        shutil.rmtree(self.dirs[instance].state, ignore_errors=True)
+
+    def standby_ready(self, child: Child, timeout: float) -> None:
+        child.wait_for(STANDBY_LINE, timeout)
+
+    def describe(self) -> str:
+        return f"default flags (trigger {round(self.settings.trigger_s * 1000)} ms), a --standby on dirs of its own"
