@@ -64,7 +64,8 @@ def markdown(results: dict[str, Any], plots: list[Path] | None = None) -> str:
     if plots:
         out += ["", *(f"![{p.stem}]({p.name})" for p in plots)]
     if METHOD.is_file():
-        out += ["", METHOD.read_text().strip()]
+        method = METHOD.read_text().strip()
+        out += ["", "#" + method if method.startswith("# ") else method]  # a section of this report
     out += ["", "## Every scenario's figures"]
     for section in sections(results):
         out += _md_section(section)

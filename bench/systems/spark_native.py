@@ -12,8 +12,6 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from service.engine.defaults import DEFAULT_TRIGGER_S
-
 from bench.config import REPO
 from bench.context import BenchContext
 from bench.dataset import Backlog
@@ -23,6 +21,7 @@ from bench.outputs import latest_sums
 from bench.procs import Child, run_to_end
 from bench.runs import IngestRun, require_same
 from sandbox.jars import ORDER_GATE_JAR, spark_jars
+from service.engine.defaults import DEFAULT_TRIGGER_S
 
 TIMEOUT_S = 3600.0
 APP = "bench.workers.spark_native"
