@@ -113,6 +113,7 @@ class Daemon:
         self.p, self.cfg, self.metrics, self.health, self.stores = p, cfg, metrics, health, stores
         self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
         self._spark, self._own_spark = spark, spark is None
+        self._starting: EarlySession | None = None
         self._warm = False
         self.stop = threading.Event()
         self.lease = Lease(cfg.conn, cfg.topics.instances,
@@ -146,6 +147,8 @@ class Daemon:
             if refresher is not None:
                 refresher.stop()
             self.lease.stop()
+            if self._own_spark and self._spark is None and self._starting is not None:
+                self._spark = self._starting.result_or_none()  # started, but never asked for
             if self._own_spark and self._spark is not None:
                 stop_session(self._spark, stop_quietly)
 
@@ -160,6 +163,7 @@ class Daemon:
             if not went:
                 return 0
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
+            self.start_spark()
         resume = False  # back to the role Kafka's trouble interrupted
         while not self.stop.is_set():
             try:
@@ -338,17 +342,32 @@ class Daemon:
         finally:
             changelog.close()
 
+    def start_spark(self) -> None:
+        """Start building the session on a thread of its own, so the JVM starts while this
+        instance fences, catches up and checks its input (``spark`` waits for it)."""
+        if self._spark is None and self._starting is None:
+            self._starting = EarlySession(self._build_session)
+
+    def _build_session(self) -> SparkSession:
+        try:
+            return build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
+                                 log_file=spark_log(self.cfg), write_archive=True)
+        except BrewError:
+            raise
+        except Exception as exc:
+            raise BrewError(spark_start_failure(self.cfg.master, str(exc), spark_log(self.cfg))) from None
+
     def spark(self) -> SparkSession:
-        """The session, built once, with Python workers that have imported the batch code."""
+        """The session, built once. On a cluster its executors' Python workers are started
+        and import the batch code first: that is where an executor's Python shows whether
+        it can run it at all. On this machine they start when a batch first needs one (the
+        JVM's order gate counts a clean batch without them), so a start, a restart and a
+        waiting standby hold no worker."""
         if self._spark is None:
-            try:
-                self._spark = build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
-                                            log_file=spark_log(self.cfg), write_archive=True)
-            except BrewError:
-                raise
-            except Exception as exc:
-                raise BrewError(spark_start_failure(self.cfg.master, str(exc), spark_log(self.cfg))) from None
-        if not self._warm:
+            self.start_spark()
+            assert self._starting is not None
+            self._spark = self._starting.result()
+        if not self._warm and not is_local(self.cfg.master):
             try:
                 warm_python_workers(self._spark, self.p.batch_module)
             except Exception as exc:
@@ -402,3 +421,32 @@ def spark_log(cfg: RunConfig) -> Path:
 def _jvm_pid() -> int | None:
     proc = jvm_process()
     return proc.pid if proc is not None else None
+
+
+class EarlySession:
+    """A Spark session built on a thread of its own while the daemon goes on."""
+
+    def __init__(self, build: Callable[[], SparkSession]) -> None:
+        self._session: SparkSession | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._build, args=(build,), name="spark-start", daemon=True)
+        self._thread.start()
+
+    def _build(self, build: Callable[[], SparkSession]) -> None:
+        try:
+            self._session = build()
+        except BaseException as exc:  # handed to whoever asks for the session
+            self._error = exc
+
+    def result(self) -> SparkSession:
+        """The session, once built; what building it raised, raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._session is not None
+        return self._session
+
+    def result_or_none(self) -> SparkSession | None:
+        """The session to stop on the way out, if it was built at all."""
+        self._thread.join()
+        return self._session
