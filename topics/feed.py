@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,3 +140,53 @@ def produce(
         raise BrewError(f"{remaining} records were not delivered to {topic} within 60s")
     return result
 
+
+
+class PacedFeeder(threading.Thread):
+    """``produce`` on a thread of its own, for drills and tests: ``per_tick`` records every
+    ``interval_s`` until the records run out or ``stop``. ``finish`` proves every record it
+    queued was delivered (an idempotent producer with acks=all: a produce the cluster
+    refuses is retried, never lost or doubled), so an oracle summed over the records holds."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, records: Iterable[Record], interval_s: float = 0.1,
+                 per_tick: int = 1, name: str = "feeder") -> None:
+        super().__init__(name=name, daemon=True)
+        self.conn, self.topic, self.interval_s, self.per_tick = conn, topic, interval_s, per_tick
+        self.queued = 0
+        self.halt = threading.Event()
+        self.result: FeedResult | None = None
+        self.error = ""
+        self._records = records
+
+    @classmethod
+    def spread(cls, conn: KafkaConnection, topic: str, records: Sequence[Record], seconds: float,
+               name: str = "feeder") -> PacedFeeder:
+        """``records`` spread evenly over about ``seconds``, in ticks of 0.1 s."""
+        ticks = max(1, int(seconds / 0.1))
+        return cls(conn, topic, records, 0.1, max(1, -(-len(records) // ticks)), name)
+
+    def _counted(self) -> Iterator[Record]:
+        for record in self._records:
+            self.queued += 1
+            yield record
+
+    def run(self) -> None:
+        try:
+            self.result = produce(self.conn, self._counted(), topic=self.topic, interval_s=self.interval_s,
+                                  per_tick=self.per_tick, stop=self.halt)
+        except Exception as exc:
+            self.error = str(exc)
+
+    def stop(self) -> None:
+        self.halt.set()
+
+    def finish(self, timeout: float = 120) -> FeedResult:
+        """Stop feeding and wait; a ``BrewError`` unless every record queued was delivered."""
+        self.halt.set()
+        self.join(timeout)
+        if self.error or self.result is None:
+            raise BrewError(f"feeding {self.topic} failed: {self.error or 'the feeder did not finish'}")
+        if self.result.failed or self.result.sent != self.queued:
+            raise BrewError(f"{self.result.failed} of {self.queued} records were not delivered to {self.topic} "
+                            f"({self.result.first_error})")
+        return self.result

@@ -76,7 +76,7 @@ from topics.admin import create_topics, delete_topics
 from topics.catalog import Topics
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
-from topics.feed import FeedResult, produce
+from topics.feed import PacedFeeder
 from topics.kafka import REQUEST_TIMEOUT_S, KafkaConnection, partitions_of
 
 START_TIMEOUT_S = 240.0
@@ -188,46 +188,24 @@ def first_commit_after(commits: list[float], moment: float) -> float | None:
 # ---------------------------------------------------------------- the feed
 
 
-class SteadyFeeder(threading.Thread):
-    """Orders at a steady rate until stopped; the oracle sums what was queued, and at the end
-    every record must have been delivered (an idempotent producer, acks=all: a produce the
-    cluster refuses is retried, never lost or doubled)."""
+class SteadyFeeder(PacedFeeder):
+    """Orders at a steady rate until stopped (``topics.feed.PacedFeeder``); the oracle sums
+    what was queued, and ``finish`` proves every record was delivered (a produce the cluster
+    refuses is retried, never lost or doubled)."""
 
     def __init__(self, conn: KafkaConnection, topic: str, seed: int, rate: int) -> None:
-        super().__init__(name="drill-feeder", daemon=True)
-        self.conn, self.topic, self.seed, self.rate = conn, topic, seed, rate
+        self.seed = seed
         self.expected: dict[str, int] = {}
         self.bad = 0
-        self.queued = 0
-        self.halt = threading.Event()
-        self.result: FeedResult | None = None
-        self.error = ""
+        super().__init__(conn, topic, self._orders(), 0.1, max(1, round(rate / 10)), "drill-feeder")
 
-    def _records(self) -> Iterator[tuple[bytes | None, bytes | None]]:
+    def _orders(self) -> Iterator[tuple[bytes | None, bytes | None]]:
         for record, cups in order_stream(self.seed):
             if cups is None:
                 self.bad += 1
             else:
                 add_cups(self.expected, cups)
-            self.queued += 1
             yield record
-
-    def run(self) -> None:
-        try:
-            self.result = produce(self.conn, self._records(), topic=self.topic, interval_s=0.1,
-                                  per_tick=max(1, round(self.rate / 10)), stop=self.halt)
-        except Exception as exc:
-            self.error = str(exc)
-
-    def finish(self) -> None:
-        """Stop feeding and make sure every order queued was delivered."""
-        self.halt.set()
-        self.join(120)
-        if self.error or self.result is None:
-            raise BrewError(f"feeding the drill's orders failed: {self.error or 'the feeder did not finish'}")
-        if self.result.failed or self.result.sent != self.queued:
-            raise BrewError(f"{self.result.failed} of {self.queued} orders were not delivered "
-                            f"({self.result.first_error}); the oracle cannot be trusted")
 
 
 # ---------------------------------------------------------------- the daemons

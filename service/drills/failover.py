@@ -14,10 +14,7 @@ from the changelog are compared with an oracle summed from the orders fed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,9 +27,9 @@ from typing import TextIO
 
 from restorer.faults import ENV as FAULT_ENV
 from restorer.faults import FILE_ENV, POINTS
+from service.drills.process import ChildProcess
 from service.drills.recovery import (
     DrillConfig,
-    Feeder,
     Verdict,
     count_dlq,
     daemon_command,
@@ -50,7 +47,7 @@ from topics.admin import delete_topics
 from topics.catalog import Topics
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
-from topics.feed import produce
+from topics.feed import PacedFeeder, produce
 
 START_TIMEOUT_S = 240.0
 TAKEOVER_TIMEOUT_S = 60.0
@@ -78,31 +75,32 @@ class FailoverResult(Verdict):
 
 
 class Instance:
-    """One ``brewstream run`` process group with its own state dir, checkpoint and log."""
+    """One ``brewstream run`` process group (``service.drills.process``) with its own state
+    dir, checkpoint and log, started again after each kill (its log goes on)."""
 
     def __init__(self, cfg: DrillConfig, topics: Topics, work: Path, name: str, extra: tuple[str, ...] = ()) -> None:
         self.cfg, self.topics, self.name, self.extra = cfg, topics, name, extra
         self.state, self.checkpoint = work / name / "state", work / name / "checkpoint"
         self.log, self.fault_file = work / f"{name}.log", work / f"{name}.fault"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.mark = 0  # log offset from which the current run's lines are read
+        self.child: ChildProcess | None = None
         self.died_at: float | None = None  # monotonic time its process was seen gone
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self.child is None else self.child.proc
 
     def start(self, standby: bool) -> None:
         args = daemon_command(self.cfg, self.topics, self.state, self.checkpoint, "--instance", self.name,
                               *self.extra, *(["--standby"] if standby else []))
         self.fault_file.write_text("")
-        env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-        env[FILE_ENV] = str(self.fault_file)
-        self.mark = self.log.stat().st_size if self.log.exists() else 0
         self.died_at = None
-        with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        threading.Thread(target=self._watch, args=(self.proc,), daemon=True).start()
+        # The drill arms fault points through the file, never through the environment it runs in.
+        self.child = ChildProcess(self.name, args, self.log, env={FAULT_ENV: "", FILE_ENV: str(self.fault_file)})
+        threading.Thread(target=self._watch, args=(self.child,), daemon=True).start()
 
-    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
-        proc.wait()
-        if proc is self.proc:
+    def _watch(self, child: ChildProcess) -> None:
+        child.proc.wait()
+        if child is self.child:
             self.died_at = time.monotonic()
 
     def arm(self, fault: str) -> None:
@@ -110,9 +108,8 @@ class Instance:
         self.fault_file.write_text(fault)
 
     def text(self) -> str:
-        with open(self.log, "rb") as fh:
-            fh.seek(self.mark)
-            return fh.read().decode(errors="replace")
+        """What this run of it printed."""
+        return "" if self.child is None else self.child.text()
 
     def exited(self) -> str | None:
         code = None if self.proc is None else self.proc.poll()
@@ -125,16 +122,12 @@ class Instance:
             raise BrewError(str(exc)) from None
 
     def kill(self) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+        if self.child is not None:
+            self.child.kill()
 
     def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(120)
+        assert self.child is not None
+        return self.child.stop(120)
 
 
 def committed_after_takeover(text: str) -> bool:
@@ -165,7 +158,7 @@ def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverRe
         return f"{POINTS[(round_n // 3 - 1) % len(POINTS)]}@1" if round_n % 3 == 0 else None
 
     active, standby = Instance(cfg, topics, work, "a"), Instance(cfg, topics, work, "b")
-    feeder = Feeder(cfg.conn, topics.orders, setup.records, setup.feed_s)
+    feeder = PacedFeeder.spread(cfg.conn, topics.orders, setup.records, setup.feed_s, "drill-feeder")
     feeder.start()
 
     def feed_now(k: int) -> None:
@@ -205,8 +198,7 @@ def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverRe
             active, standby = standby, active
             standby.start(standby=True)
         feeder.join()
-        if feeder.error:
-            raise BrewError(f"feeding the drill's orders failed: {feeder.error}")
+        feeder.finish()  # every order the oracle sums was delivered
         try:
             wait_until(lambda: drained(cfg.conn, topics.orders, active.state), DRAIN_TIMEOUT_S,
                        "the last active to count every order", every=1.0, give_up=active.exited)

@@ -14,15 +14,12 @@ or both before restarts. At the end it lets the daemon drain the input and compa
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +33,7 @@ from restorer.faults import POINTS
 from restorer.reader import apply_changelog
 from restorer.store import StateDir, Store
 from service.dlq.read import DlqRecord, read_dlq
+from service.drills.process import ChildProcess
 from service.drink_count.counts import DrinkCounts, check_count, drink_counts
 from service.drink_count.pipeline import BATCH_PATTERN
 from service.engine.query import READY_PATTERN
@@ -43,7 +41,7 @@ from topics.admin import create_topics, delete_topics
 from topics.catalog import Topics
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
-from topics.feed import produce
+from topics.feed import PacedFeeder
 from topics.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from topics.orders_gen import OrderGenerator
 
@@ -193,7 +191,7 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
     say = printer(out)
     say(f"drill {cfg.mode}: {cfg.orders} orders ({setup.bad} bad) over ~{setup.feed_s:.0f}s to {topics.orders}, "
         f"{cfg.kills} kills, seed {cfg.seed}; work dir {work}")
-    feeder = Feeder(cfg.conn, topics.orders, setup.records, setup.feed_s)
+    feeder = PacedFeeder.spread(cfg.conn, topics.orders, setup.records, setup.feed_s, "drill-feeder")
     feeder.start()
     try:
         for n in range(1, cfg.kills + 1):
@@ -215,8 +213,7 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
             _lose("delete both", state, checkpoint)
             say("  final run: after deleting the state dir and the checkpoint")
         feeder.join()
-        if feeder.error:
-            raise BrewError(f"feeding the drill's orders failed: {feeder.error}")
+        feeder.finish()  # every order the oracle sums was delivered
         daemon = _Daemon(cfg, topics, state, checkpoint, work / "daemon-final.log", {})
         daemon.drain(lambda: drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
         result.counted = read_counts(state)
@@ -238,14 +235,14 @@ def _kill_kind(n: int, rng: random.Random) -> str:
 
 
 class _Daemon:
+    """One run of the daemon under the drill (``service.drills.process``), until it is killed."""
+
     def __init__(self, cfg: DrillConfig, topics: Topics, state: Path, checkpoint: Path, log: Path,
                  env: dict[str, str]) -> None:
         self.log = log
-        args = daemon_command(cfg, topics, state, checkpoint)
-        with open(log, "ab") as fh:
-            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                         start_new_session=True)
-        self.started = time.monotonic()
+        self.child = ChildProcess("the daemon", daemon_command(cfg, topics, state, checkpoint), log, env=env)
+        self.proc = self.child.proc
+        self.started = self.child.started
 
     def run_until_killed(self, how: str, rng: random.Random, max_delay: float, idle: Callable[[], bool]) -> str:
         if how in POINTS:
@@ -317,30 +314,7 @@ class _Daemon:
         self._kill()  # anything of the group still standing
 
     def _kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-
-class Feeder(threading.Thread):
-    def __init__(self, conn: KafkaConnection, topic: str, records: list[tuple[bytes | None, bytes | None]],
-                 seconds: float) -> None:
-        super().__init__(name="drill-feeder", daemon=True)
-        self.conn, self.topic, self.records = conn, topic, records
-        ticks = max(1, int(seconds / 0.1))
-        self.per_tick = max(1, -(-len(records) // ticks))
-        self.halt = threading.Event()
-        self.error = ""
-
-    def run(self) -> None:
-        try:
-            produce(self.conn, self.records, topic=self.topic, count=len(self.records), interval_s=0.1,
-                    per_tick=self.per_tick, stop=self.halt)
-        except Exception as exc:
-            self.error = str(exc)
-
-    def stop(self) -> None:
-        self.halt.set()
+        self.child.kill()
 
 
 def _lose(action: str, state: Path, checkpoint: Path) -> None:

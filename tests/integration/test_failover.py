@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,89 +17,13 @@ from typing import Any
 import pytest
 
 from restorer.store import StateDir, Store
-from tests.support.corpus import BAD_ORDERS
+from tests.support.daemon import Instance
 from tests.support.drink_count import make_orders
+from tests.support.feed import Feed
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark
-
-
-class Instance:
-    """One `brewstream run` process group, with its own state dir, checkpoint and log."""
-
-    def __init__(self, pipe: Pipeline, root: Path, name: str, *extra: str) -> None:
-        self.pipe, self.name = pipe, name
-        self.state, self.ckpt, self.log = root / name / "state", root / name / "ckpt", root / f"{name}.log"
-        self.extra = extra
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, *more: str) -> Instance:
-        self.proc = self.pipe.spawn("run", "--state-dir", str(self.state), "--checkpoint-dir", str(self.ckpt),
-                                    "--flush", "1s", "--trigger", "200ms", "--max-offsets-per-trigger", "400",
-                                    *self.extra, *more, log=self.log)
-        return self
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def wait_for(self, fragment: str, timeout: float = 180) -> None:
-        def seen() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None and fragment not in self.text():
-                raise AssertionError(f"{self.name} exited {self.proc.returncode}:\n{self.text()[-3000:]}")
-            return fragment in self.text()
-        wait_until(seen, timeout, f"{self.name} to log {fragment!r}")
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        assert self.proc is not None
-        self.proc.wait(30)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(120)
-
-    def seq(self) -> int:
-        with Store(StateDir(self.state).store_path, read_only=True) as store:
-            return store.last_seq()
-
-
-class Feed(threading.Thread):
-    """Orders (about 1% bad) produced over ``seconds``, with their oracle."""
-
-    def __init__(self, pipe: Pipeline, n: int, seed: int, seconds: float) -> None:
-        super().__init__(daemon=True)
-        self.pipe = pipe
-        self.good = make_orders(n, seed)
-        self.records: list[tuple[bytes | None, bytes | None]] = [order_bytes(o) for o in self.good]
-        for i, (_, raw, _) in enumerate(BAD_ORDERS[: max(1, n // 100)]):
-            self.records.insert(i * 53 % len(self.records), (b"bad", raw))
-        self.bad = len(self.records) - len(self.good)
-        self.chunks = 20
-        self.pause = seconds / self.chunks
-        self.done = threading.Event()
-
-    def more(self, n: int, seed: int) -> None:
-        """``n`` more good orders at once (so a new active has a batch to commit)."""
-        orders = make_orders(n, seed)
-        produce(self.pipe.conn, self.pipe.topics.orders, (order_bytes(o) for o in orders))
-        self.good += orders
-
-    def run(self) -> None:
-        size = -(-len(self.records) // self.chunks)
-        for i in range(0, len(self.records), size):
-            produce(self.pipe.conn, self.pipe.topics.orders, self.records[i:i + size])
-            if self.done.wait(self.pause):
-                return
-        self.done.set()
 
 
 def drained(pipe: Pipeline, inst: Instance) -> bool:

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from sandbox.cluster_layout import ClusterLayout, KafkaCluster
 from sandbox.kraft import free_port, port_in_use
+from service.drills.process import ChildProcess
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
 
@@ -37,7 +38,7 @@ class Pipeline:
     def brew(self, *args: str, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
         return brew(self.conn, *args, timeout=timeout, env=self.env, check=check)
 
-    def spawn(self, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn(self, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> ChildProcess:
         return spawn_brew(self.conn, *args, env={**self.env, **(env or {})}, log=log)
 
 
@@ -78,12 +79,13 @@ def brew(conn: KafkaConnection, *args: str, timeout: float = 300, env: dict[str,
 
 
 def spawn_brew(conn: KafkaConnection, *args: str, env: dict[str, str] | None = None,
-               log: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start the console script in its own process group (so a drill can kill it whole)."""
-    full_env = {**os.environ, "KAFKA_BOOTSTRAP": conn.bootstrap, **(env or {})}
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
-    return subprocess.Popen([BREW, *args], stdout=out, stderr=subprocess.STDOUT, env=full_env,
-                            start_new_session=True)
+               log: Path | None = None) -> ChildProcess:
+    """Start the console script in its own process group (so a drill can kill it whole),
+    with the driver the drills and the benchmark use (``service.drills.process``); its
+    output goes to ``log`` line by line."""
+    log = log or Path(os.devnull)
+    return ChildProcess(f"brewstream {args[0] if args else ''}".strip(), [BREW, *args], log,
+                        env={"KAFKA_BOOTSTRAP": conn.bootstrap, **(env or {})}, error=AssertionError)
 
 
 def produce(conn: KafkaConnection, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
