@@ -98,7 +98,8 @@ def choose_bootstrap(given: str | None, given_as: str, from_file: str | None, pa
     if given is None:
         return from_file if from_file is not None else default
     if from_file is not None and server_list(given) != server_list(from_file):
-        raise BrewError(f"{given_as} {given} and {BOOTSTRAP_SERVERS}={from_file} in {path} name different "
+        # The file's servers are not shown: no value of the file ever is (see ``redact``).
+        raise BrewError(f"{given_as} {given} and the {BOOTSTRAP_SERVERS} of {path} name different "
                         f"servers; drop one of them or make them agree")
     return given
 

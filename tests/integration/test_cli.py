@@ -164,7 +164,8 @@ def test_a_kafka_config_with_bootstrap_servers_is_used_as_people_write_it(kafka:
                       run("--kafka-config", str(config), KAFKA_BOOTSTRAP="127.0.0.1:1")):
         assert differing.returncode == 1
         lines = differing.stderr.strip().splitlines()
-        assert len(lines) == 1 and "127.0.0.1:1" in lines[0] and f"bootstrap.servers={kafka.bootstrap}" in lines[0]
+        assert len(lines) == 1 and "127.0.0.1:1" in lines[0] and "bootstrap.servers of" in lines[0]
+        assert kafka.bootstrap not in lines[0]  # no value of the file is ever shown
         assert str(config) in lines[0]
     assert "KAFKA_BOOTSTRAP 127.0.0.1:1" in run("--kafka-config", str(config), KAFKA_BOOTSTRAP="127.0.0.1:1").stderr
     # Without the file's line nothing changes: the default, or what is given.

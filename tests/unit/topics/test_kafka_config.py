@@ -12,6 +12,7 @@ from topics.kafka_config import (
     ConfigError,
     check_owned_settings,
     choose_bootstrap,
+    hidden_values,
     hide_values,
     java_options,
     librdkafka_properties,
@@ -85,7 +86,8 @@ def test_a_given_bootstrap_that_differs_from_the_file_names_both(tmp_path: Path)
     with pytest.raises(BrewError) as exc:
         KafkaConnection.from_file("localhost:19092", path, "KAFKA_BOOTSTRAP")
     message = str(exc.value)
-    assert "KAFKA_BOOTSTRAP localhost:19092" in message and "bootstrap.servers=kafka-1:9092" in message
+    assert "KAFKA_BOOTSTRAP localhost:19092" in message and "bootstrap.servers of" in message
+    assert "kafka-1:9092" not in message  # no value of the file is ever shown
     assert str(path) in message and "hunter2" not in message and "\n" not in message
 
 
@@ -138,7 +140,8 @@ def test_given_and_file_servers_agree_exactly_when_they_name_the_same_set(given_
     else:
         with pytest.raises(BrewError) as exc:
             choose_bootstrap(given_text, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP)
-        assert f"--bootstrap {given_text}" in str(exc.value) and f"bootstrap.servers={file_text}" in str(exc.value)
+        assert f"--bootstrap {given_text}" in str(exc.value) and "bootstrap.servers of" in str(exc.value)
+        assert file_text not in str(exc.value) or file_text in given_text  # the file's servers are never shown
     assert choose_bootstrap(None, "--bootstrap", file_text, path, DEFAULT_BOOTSTRAP) == file_text
     assert choose_bootstrap(given_text, "--bootstrap", None, None, DEFAULT_BOOTSTRAP) == given_text
 
@@ -239,7 +242,8 @@ def test_no_registered_value_survives_redaction(values: list[str], filler: list[
     text = "".join(f + v for f, v in zip([*filler, *[""] * len(values)], values, strict=False))
     shown = redact(text)
     placeholders = [f"<k{i}>" for i in range(len(values))]
+    registered = set(hidden_values())
     for v in values:
-        if not any(v in p for p in placeholders):
+        if v in registered and not any(v in p for p in placeholders):
             assert v not in shown.replace("<", "\0").replace(">", "\0") or all(
                 v not in part for part in shown.split("\0")), (v, shown)
