@@ -111,7 +111,7 @@ BENCH_QUICK_ARGS := --orders 30000 --reps 1 --changelog-records 100000 --changel
   --latency-seconds 10 --warmup-seconds 3 --probe-seconds 5 --triggers 250ms \
   --sustained-seconds 8 --sustained-fractions 0.3,0.6 --peer-sustained-fractions 0.3,0.6 \
   --ours-caps none --ours-masters 'local[3]' --kstreams-threads 1 --spark-shuffle-partitions 4 \
-  --no-profile --output bench/results/quick.json
+  --windows-rate 500 --windows-seconds 40 --no-profile --output bench/results/quick.json
 bench-quick: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)
 	$(VENV)/bin/python -m bench $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
 
