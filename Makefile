@@ -8,6 +8,9 @@ MVN := mvn -q -B
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
+# Defined before the bench targets, whose prerequisites are expanded as they are read.
+KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
+KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
 
 .PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench bench-quick events windows prometheus
 
@@ -121,8 +124,6 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 
 # Kafka Streams, the benchmark's Java peer (bench/kstreams/): its jars at the broker's
 # version, fetched by Maven, and the application compiled against them.
-KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
-KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
 
 $(JARS)/kstreams/.installed: bench/kstreams/pom.xml
 	rm -rf $(JARS)/kstreams

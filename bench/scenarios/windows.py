@@ -51,7 +51,7 @@ from bench.procs import Child
 from bench.scenarios.visible import POLL_S, READY_TIMEOUT_S, stop
 from bench.stats import percentile, summarize
 from bench.systems import kstreams, ours
-from topics.clock import WaitTimedOut, utc_iso, wait_until
+from topics.clock import WaitTimedOut, format_duration, utc_iso, wait_until
 
 RESULTS_TIMEOUT_S = 120.0  # after the feed, for the last results
 PERCENTILES = (50, 99)
@@ -109,12 +109,15 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     makers: dict[str, tuple[Callable[[], Target], str, str]] = {}
     if cfg.runs("ours"):
         makers["ours"] = (lambda: _ours(ctx, plan), ours.windows_settings(plan),
-                          "watermark = min over partitions of the highest event time - watermark delay")
+                          f"the least, over partitions, of the highest event time each has seen reaches end + "
+                          f"{_span(plan.close_ns)} (the watermark, that - {_span(plan.watermark_delay_ns)}, reaches "
+                          f"end + the allowed lateness)")
     if cfg.runs("kstreams"):
         settings = ctx.peer_settings.get("kafka streams") or kstreams.Settings()
         makers["kafka streams"] = (lambda: _kstreams(ctx, plan, settings),
                                    kstreams.windows_settings(plan, settings),
-                                   "stream time = the highest event time of the task (every partition)")
+                                   f"stream time, the highest event time its windowing task has seen (of every "
+                                   f"partition), reaches end + {_span(plan.close_ns)} (the grace)")
     for system, (make, settings_text, clock_text) in makers.items():
         runs = [_measure(ctx, events, oracle, make(), rep) for rep in range(1, cfg.reps + 1)]
         entry: dict[str, Any] = {f"p{q}_s": summarize([v for r in runs if (v := r.pct(q)) is not None])
@@ -227,6 +230,10 @@ def _check(system: str, results: list[WindowResult], oracle: dict[int, tuple[int
 
 def _at(ns: int) -> str:
     return utc_iso(ns / NS)
+
+
+def _span(ns: int) -> str:
+    return format_duration(ns / NS)
 
 
 def _ms(value: float | None) -> str:

@@ -35,6 +35,7 @@ from bench.runs import IngestRun, RestoreRun, require_same
 
 JARS = REPO / ".cache" / "jars" / "kstreams"
 APP_JAR = REPO / ".cache" / "bench" / "brewbench-kstreams.jar"
+SOURCES = REPO / "bench" / "kstreams" / "src" / "brewbench"
 MAIN = "brewbench.DrinkCount"
 STORE = "drink-sums"
 SESSION_TIMEOUT_MS = 6000  # the broker's group.min.session.timeout.ms (its default)
@@ -47,6 +48,9 @@ def require() -> str:
     found = sorted(JARS.glob("kafka-streams-*.jar"))
     if not found or not APP_JAR.is_file():
         raise BenchError(f"no Kafka Streams application at {APP_JAR}; `make bench` builds it")
+    if any(src.stat().st_mtime > APP_JAR.stat().st_mtime for src in SOURCES.glob("*.java")):
+        raise BenchError(f"the Kafka Streams application at {APP_JAR} is older than its sources in {SOURCES}; "
+                         "`make bench` builds it again")
     return found[0].name.removeprefix("kafka-streams-").removesuffix(".jar")
 
 
