@@ -36,6 +36,7 @@ events. Otherwise the benchmark stops.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class WindowsRun:
     peak_rss: int
     feed_s: float
     late_accepted: int | None = None  # brewstream: events accepted after the watermark passed their window's end
+    batch_s: list[float] | None = None  # brewstream: each batch's time, start to commit
 
     def pct(self, q: float) -> float | None:
         values = [d for _, d in self.delays]
@@ -84,6 +86,7 @@ class Target:
     clock: str  # event_stream.MIN_OF_PARTITIONS or MAX_OF_ALL
     late_topic: str | None = None  # where late events go, with ``events_read``: how many it has read so far
     events_read: Callable[[Child], int] | None = None
+    batch_seconds: Callable[[Child], list[float]] | None = None  # for a system that runs in batches
 
 
 def run(ctx: BenchContext) -> dict[str, Any]:
@@ -128,6 +131,8 @@ def run(ctx: BenchContext) -> dict[str, Any]:
         entry["exact"] = True
         entry["runs"] = [{"windows": r.checked, "measured": len(r.delays), "feed_s": r.feed_s,
                           "peak_rss_bytes": r.peak_rss, "late_accepted": r.late_accepted,
+                          "batches": None if r.batch_s is None else len(r.batch_s),
+                          "batch_mean_s": statistics.fmean(r.batch_s) if r.batch_s else None,
                           "max_s": max((d for _, d in r.delays), default=None),
                           **{f"p{q}_s": r.pct(q) for q in PERCENTILES},
                           "delays": [[end / NS, d] for end, d in r.delays]} for r in runs]
@@ -141,7 +146,7 @@ def _ours(ctx: BenchContext, plan: Plan) -> Target:
     dirs = ctx.dirs("windows")
     return Target("ours", topics.events, topics.windows, ours.parse_window,
                   lambda: ours.windows_daemon(ctx, topics, dirs, plan, "ours-windows"), ours.windows_counted,
-                  MIN_OF_PARTITIONS, topics.late_events, ours.windows_events_read)
+                  MIN_OF_PARTITIONS, topics.late_events, ours.windows_events_read, ours.windows_batch_seconds)
 
 
 def _kstreams(ctx: BenchContext, plan: Plan, settings: kstreams.Settings) -> Target:
@@ -200,7 +205,8 @@ def _measure(ctx: BenchContext, events: TimedEvents, oracle: dict[int, tuple[int
     delays = [(start + plan.window_ns - events.t0_ns,
                by_start[start].arrived - produced_at[triggers[closes[start]]]) for start in due]
     feed_s = feed.produced_at[len(events) - 1] - feed.produced_at[1]
-    run = WindowsRun(target.system, len(results), delays, daemon.rss.peak, feed_s, late_accepted)
+    batch_s = target.batch_seconds(daemon) if target.batch_seconds is not None else None
+    run = WindowsRun(target.system, len(results), delays, daemon.rss.peak, feed_s, late_accepted, batch_s)
     ctx.say(f"windows: {target.system} rep {rep}: {len(results)} final results exact; close -> visible p50 "
             f"{_ms(run.pct(50))} p99 {_ms(run.pct(99))} over {len(delays)} windows; feed {feed_s:.1f}s; "
             f"peak RSS {run.peak_rss / 2**20:,.0f} MiB")

@@ -232,6 +232,13 @@ def windows_events_read(child: Child) -> int:
     return sum(int(m["events"]) for line in list(child.lines) if (m := WINDOWS_BATCH.search(line.text)))
 
 
+def windows_batch_seconds(child: Child) -> list[float]:
+    """How long each committed batch that read events took, start to store commit, but
+    the first (which also starts the Python workers)."""
+    return [float(m["aggregate_s"]) + float(m["changelog_s"]) + float(m["store_s"]) for line in list(child.lines)
+            if (m := WINDOWS_BATCH.search(line.text)) and int(m["events"])][1:]
+
+
 def windows_settings(plan: Plan) -> str:
     return (f"--window {_duration(plan.window_ns)} --watermark-delay {_duration(plan.watermark_delay_ns)} "
             f"--allowed-lateness {_duration(plan.allowed_lateness_ns)} --emit final, defaults otherwise "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 from service.dlq.records import warn_internal
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.runner import run_pipeline
+from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
@@ -95,7 +96,8 @@ def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TAB
 # The batch line and the pattern its readers use (the benchmark).
 BATCH_LINE = "%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | %s"
 BATCH_PATTERN = re.compile(r"batch (?P<batch_id>\d+) \(seq (?P<seq>\d+)\): events=(?P<events>\d+) "
-                           r"late=(?P<late>\d+) bad=(?P<bad>\d+) results=(?P<results>\d+)")
+                           r"late=(?P<late>\d+) bad=(?P<bad>\d+) results=(?P<results>\d+) "
+                           r"watermark=(?P<watermark>\S+) \| " + PHASES_PATTERN)
 
 
 def batch_done(r: WindowsReport, metrics: Metrics) -> None:
