@@ -8,6 +8,9 @@ MVN := mvn -q -B
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 QUIX_VENV := .cache/bench/quix-venv
+# Defined before the bench targets, whose prerequisites are expanded as they are read.
+KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
+KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
 
 .PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench bench-quick events windows prometheus
 
@@ -111,7 +114,7 @@ BENCH_QUICK_ARGS := --orders 30000 --reps 1 --changelog-records 100000 --changel
   --latency-seconds 10 --warmup-seconds 3 --probe-seconds 5 --triggers 250ms \
   --sustained-seconds 8 --sustained-fractions 0.3,0.6 --peer-sustained-fractions 0.3,0.6 \
   --ours-caps none --ours-masters 'local[3]' --kstreams-threads 1 --spark-shuffle-partitions 4 \
-  --no-profile --output bench/results/quick.json
+  --windows-rate 500 --windows-seconds 40 --no-profile --output bench/results/quick.json
 bench-quick: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)
 	$(VENV)/bin/python -m bench $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
 
@@ -121,8 +124,6 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 
 # Kafka Streams, the benchmark's Java peer (bench/kstreams/): its jars at the broker's
 # version, fetched by Maven, and the application compiled against them.
-KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
-KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
 
 $(JARS)/kstreams/.installed: bench/kstreams/pom.xml
 	rm -rf $(JARS)/kstreams

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
 DEFAULT_WORK = REPO / ".sandbox" / "bench"
-SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery")
+SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery", "windows")
 # Run only when named in --scenarios: it starts a Spark cluster and adds about ten minutes.
 OPTIONAL_SCENARIOS = ("scaling",)
 # The one scenario that starts no Spark: it reads the changelog back into a store.
@@ -60,6 +60,11 @@ class BenchConfig:
     peer_sustained_fractions: tuple[float, ...] = (0.3, 0.45, 0.6, 0.75, 0.9, 1.1, 1.3)
     # Latency probes: one order in this many carries a probe item (dataset.OrderStream).
     probe_every: int = 50
+    # Event-time windows: events fed per second, for how long, and how much faster than
+    # the feed their event-time clock runs (a minute of feed is this many 1-minute windows).
+    windows_rate: int = 1_000
+    windows_seconds: float = 90.0
+    windows_speedup: float = 30.0
     scaling_orders: int = 300_000
     scaling_min_partitions: int | None = 4
     profile: bool = True

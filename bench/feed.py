@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message
 
@@ -45,13 +47,22 @@ class _FeedThread(threading.Thread):
         self.join()
 
 
+class Source(Protocol):
+    """What a paced feed produces: record ``i`` (key, value)."""
+
+    def record(self, i: int) -> tuple[bytes, bytes]: ...
+
+
 class PacedFeed(_FeedThread):
-    def __init__(self, conn: KafkaConnection, topic: str, stream: OrderStream, rate: int, start_index: int = 0,
-                 stop_index: int | None = None) -> None:
-        """Feed records ``start_index`` up to ``stop_index`` (default: until stopped)."""
+    def __init__(self, conn: KafkaConnection, topic: str, stream: Source, rate: int, start_index: int = 0,
+                 stop_index: int | None = None,
+                 headers: Callable[[int], list[tuple[str, bytes]]] | None = None) -> None:
+        """Feed records ``start_index`` up to ``stop_index`` (default: until stopped);
+        ``headers``: the headers of record ``i``, if the records have any."""
         super().__init__("paced-feed")
         self.topic = topic
         self.stream = stream
+        self.headers = headers
         self.rate = rate
         self.start_index = start_index
         self.stop_index = stop_index
@@ -68,8 +79,10 @@ class PacedFeed(_FeedThread):
         while (self.stop_index is None or i < self.stop_index) and not self.halt.is_set():
             for _ in range(per_tick if self.stop_index is None else min(per_tick, self.stop_index - i)):
                 key, value = self.stream.record(i)
+                headers = self.headers(i) if self.headers is not None else None
                 self.produced_at[i] = time.monotonic()
-                produce_waiting(self._producer, self.topic, key, value, on_delivery=self._delivered(i))
+                produce_waiting(self._producer, self.topic, key, value, headers=headers,
+                                on_delivery=self._delivered(i))
                 i += 1
                 self.sent += 1
             self._producer.poll(0)

@@ -11,17 +11,21 @@ rows are visible as soon as they are written).
 on arrival (CLOCK_MONOTONIC): the first arrival of each latency probe's drink
 (``dataset.OrderStream.probe_every``), the latest sum per drink, and the sum of all
 ordinary drinks (cups counted), which the sustained-rate scenario compares with the
-cups produced.
+cups produced. ``WindowWatcher`` does the same for the window results of the event-time
+windows scenario, each parsed by its system's own reader.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
 from bench.dataset import PROBE_PREFIX
+from bench.errors import BenchError
 from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 RESERVED = 0xFF  # brewstream's store-only and marker keys start with this byte
@@ -113,3 +117,90 @@ class OutputWatcher(threading.Thread):
     def counted_cups(self) -> int:
         with self._lock:
             return self.cups
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """One final window result as a reader of a system's output sees it."""
+
+    start_ns: int
+    end_ns: int
+    count: int
+    cents: int
+    arrived: float  # CLOCK_MONOTONIC, when the reader got it
+    late_accepted: int | None = None  # brewstream says how many came after the watermark passed the end
+
+
+WindowParser = Callable[[bytes | None, bytes | None, float], WindowResult | None]
+
+
+class WindowWatcher(threading.Thread):
+    """Follows a topic of window results from its start, ``read_committed``, in a thread:
+    every result ``parse`` makes of a record, in arrival order (a window seen twice is kept
+    twice, for the scenario to refuse); ``records`` counts every committed record read."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, parse: WindowParser) -> None:
+        super().__init__(name=f"windows-{topic}", daemon=True)
+        self.topic = topic
+        self.parse = parse
+        self.results: list[WindowResult] = []
+        self.records = 0
+        self.error = ""
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._consumer = conn.consumer({"isolation.level": "read_committed", "fetch.wait.max.ms": 10,
+                                        "fetch.queue.backoff.ms": 10})
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in partitions_of(conn, topic)])
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                batch = self._consumer.consume(1000, timeout=0.05)
+                now = time.monotonic()
+                with self._lock:
+                    for msg in batch:
+                        if msg.error() is not None:
+                            raise RuntimeError(f"reading {self.topic} failed: {msg.error()}")
+                        self.records += 1
+                        result = self.parse(msg.key(), msg.value(), now)
+                        if result is not None:
+                            self.results.append(result)
+        except Exception as exc:  # kept for the scenario to report
+            self.error = str(exc)
+        finally:
+            self._consumer.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join()
+
+    def seen(self) -> list[WindowResult]:
+        with self._lock:
+            return list(self.results)
+
+
+def committed_records(conn: KafkaConnection, topic: str, timeout: float = 120.0) -> int:
+    """How many committed records ``topic`` holds now (read ``read_committed`` to its end
+    offsets, which count transaction markers too)."""
+    consumer = conn.consumer({"isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
+    try:
+        parts = partitions_of(conn, topic)
+        ends = {p: high for p, (_low, high) in end_offsets(consumer, topic, parts).items()}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        todo = {p for p, e in ends.items() if e > 0}
+        count = 0
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.05):
+                if msg.error() is not None:
+                    raise RuntimeError(f"reading {topic} failed: {msg.error()}")
+                count += 1
+            for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+    finally:
+        consumer.close()
+    if todo:
+        raise BenchError(f"{topic} was not read to its end within {timeout:.0f}s")
+    return count

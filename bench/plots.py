@@ -1,5 +1,6 @@
 """The report's plots, as PNG files beside the results: throughput per system, the latency
-CDF of each daemon, and the timeline of a SIGKILL (failover and disk loss).
+CDF of each daemon, the timeline of a SIGKILL (failover and disk loss), and the delay of
+each event-time window's final result.
 
 Each function returns the file it wrote, or None when the run has no data for it.
 """
@@ -26,7 +27,8 @@ def write_all(results: dict[str, Any], stem: Path) -> list[Path]:
     """Every plot this run has data for, as ``<stem>-<name>.png``."""
     made = [throughput(results, stem.with_name(f"{stem.name}-throughput.png")),
             latency_cdf(results, stem.with_name(f"{stem.name}-latency-cdf.png")),
-            takeover_timeline(results, stem.with_name(f"{stem.name}-failover.png"))]
+            takeover_timeline(results, stem.with_name(f"{stem.name}-failover.png")),
+            window_delays(results, stem.with_name(f"{stem.name}-windows.png"))]
     return [p for p in made if p is not None]
 
 
@@ -113,6 +115,32 @@ def takeover_timeline(results: dict[str, Any], path: Path) -> Path | None:
         ax.set_title("failover to a hot standby" if mode == "failover" else "restart after disk loss")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="upper right", markerscale=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def window_delays(results: dict[str, Any], path: Path) -> Path | None:
+    windows = results.get("windows")
+    if not windows or not any(run["delays"] for e in windows["systems"].values() for run in e["runs"]):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for system, e in windows["systems"].items():
+        for k, run in enumerate(e["runs"]):
+            if not run["delays"]:
+                continue
+            ax.plot([end / 60 for end, _ in run["delays"]], [d * 1000 for _, d in run["delays"]], marker="o",
+                    markersize=3, linewidth=1, color=COLORS[system], alpha=1.0 if k == 0 else 0.4,
+                    label=f"{TITLES[system]} (p50 {e['p50_s']['median'] * 1000:,.0f} ms, "
+                          f"p99 {e['p99_s']['median'] * 1000:,.0f} ms)" if k == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xlabel("window end, minutes of event time after the stream's start")
+    ax.set_ylabel("clock past the close -> final result visible, ms (log)")
+    ax.set_title(f"Event-time windows: each window's final result ({windows['rate']:,} events/s, "
+                 f"event time {windows['speedup']:g}x)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

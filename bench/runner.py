@@ -18,7 +18,7 @@ from bench.dataset import order_stream, produce_backlog
 from bench.kafka_topics import create_pipeline, delete_containing
 from bench.machine import describe, describe_commit
 from bench.procs import kill_all
-from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained, takeover, visible
+from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained, takeover, visible, windows
 from bench.systems import kstreams, ours, plain, quix, spark_native
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
 
@@ -96,6 +96,8 @@ def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
             if ours_runs:
                 results["recovery"] = recovery.run(ctx, stream)
             results["takeover"] = takeover.run(ctx, stream)
+    if cfg.wants("windows") and (ours_runs or cfg.runs("kstreams")):
+        results["windows"] = windows.run(ctx)
 
 
 ARCHIVE_RUN_ORDERS = 20_000

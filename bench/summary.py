@@ -140,12 +140,28 @@ def rows(results: dict[str, Any]) -> list[Row]:
                 fail.notes[system] = "no standby"
         fail.notes.setdefault("quix", "no standby")
         out += [loss, fail]
+    windows = results.get("windows")
+    if windows:
+        p50 = Row("event-time window closed -> its final result visible to a read_committed reader, p50 ms",
+                  "the median delay of a window's final result", "ms", True, _ms)
+        p99 = Row("event-time window closed -> its final result visible to a read_committed reader, p99 ms",
+                  "the p99 delay of a window's final result", "ms", True, _ms)
+        for system, r in windows["systems"].items():
+            p50.values[system] = _med(r["p50_s"])
+            p99.values[system] = _med(r["p99_s"])
+        out += [p50, p99]
     if ingest:
         out.append(rss)
     if visible:
         row = Row(f"peak RSS of the process tree, daemon at {visible['rate']:,}/s, MiB", "memory as a daemon", "MiB",
                   True, _mib)
         for system, r in visible["systems"].items():
+            row.values[system] = _med(r["peak_rss_bytes"])
+        out.append(row)
+    if windows:
+        row = Row(f"peak RSS of the process tree, event-time windows at {windows['rate']:,} events/s, MiB",
+                  "memory in the windows scenario", "MiB", True, _mib)
+        for system, r in windows["systems"].items():
             row.values[system] = _med(r["peak_rss_bytes"])
         out.append(row)
     return out

@@ -21,17 +21,21 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from bench.config import REPO
 from bench.context import BenchContext
 from bench.dataset import Backlog
 from bench.errors import BenchError
+from bench.event_stream import Plan
 from bench.kafka_topics import create_plain
-from bench.outputs import latest_sums
+from bench.outputs import WindowResult, latest_sums
 from bench.procs import Child, run_to_end
 from bench.runs import IngestRun, RestoreRun, require_same
 
 JARS = REPO / ".cache" / "jars" / "kstreams"
 APP_JAR = REPO / ".cache" / "bench" / "brewbench-kstreams.jar"
+SOURCES = REPO / "bench" / "kstreams" / "src" / "brewbench"
 MAIN = "brewbench.DrinkCount"
 STORE = "drink-sums"
 SESSION_TIMEOUT_MS = 6000  # the broker's group.min.session.timeout.ms (its default)
@@ -44,6 +48,9 @@ def require() -> str:
     found = sorted(JARS.glob("kafka-streams-*.jar"))
     if not found or not APP_JAR.is_file():
         raise BenchError(f"no Kafka Streams application at {APP_JAR}; `make bench` builds it")
+    if any(src.stat().st_mtime > APP_JAR.stat().st_mtime for src in SOURCES.glob("*.java")):
+        raise BenchError(f"the Kafka Streams application at {APP_JAR} is older than its sources in {SOURCES}; "
+                         "`make bench` builds it again")
     return found[0].name.removeprefix("kafka-streams-").removesuffix(".jar")
 
 
@@ -52,8 +59,8 @@ def changelog_topic(app_id: str) -> str:
 
 
 def _java(app_id: str, input_topic: str, output: str, state_dir: Path, bootstrap: str, mode: str,
-          **flags: str | int) -> list[str]:
-    args = ["java", "-cp", f"{JARS}/*:{APP_JAR}", MAIN, "--mode", mode, "--bootstrap", bootstrap,
+          main: str = MAIN, **flags: str | int) -> list[str]:
+    args = ["java", "-cp", f"{JARS}/*:{APP_JAR}", main, "--mode", mode, "--bootstrap", bootstrap,
             "--input", input_topic, "--output", output, "--app-id", app_id, "--state-dir", str(state_dir)]
     for key, value in flags.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
@@ -145,3 +152,54 @@ class KStreamsDeployment:
         return (f"exactly_once_v2, num.stream.threads={self.settings.threads}, group.instance.id per instance, "
                 f"session.timeout.ms={SESSION_TIMEOUT_MS}"
                 + (", num.standby.replicas=1, two instances" if self.standby else ", one instance"))
+
+
+# ------------------------------------------------------------------ event-time windows
+
+WINDOWS_MAIN = "brewbench.WindowCount"
+WINDOWED = re.compile(r"first event windowed")
+
+
+class KStreamsWindows:
+    """The windowed count (``WindowCount.java``) as one application: a fresh application.id,
+    its input and output topics, one instance."""
+
+    system = "kafka streams"
+
+    def __init__(self, ctx: BenchContext, plan: Plan, settings: Settings | None = None) -> None:
+        self.ctx = ctx
+        self.plan = plan
+        self.settings = settings or Settings()
+        self.app_id = f"bench-{ctx.stamp}-{ctx.fresh('kstreams-windows')}"
+        self.input = f"{self.app_id}-events"
+        self.output = f"{self.app_id}-windows"
+        for topic in (self.input, self.output):
+            create_plain(ctx.conn, topic, ctx.cfg.partitions)
+        self.state_dir = ctx.path("kstreams-windows")
+
+    def start(self, name: str) -> Child:
+        args = _java(self.app_id, self.input, self.output, self.state_dir, self.ctx.conn.bootstrap, "daemon",
+                     WINDOWS_MAIN, threads=self.settings.threads, window_ms=self.plan.window_ns // 10**6,
+                     grace_ms=self.plan.close_ns // 10**6)
+        return Child(name, args, self.ctx.log(name))
+
+
+
+def windows_counted(child: Child, timeout: float) -> None:
+    """Until the window aggregation has taken its first event: it is up."""
+    child.wait_for(WINDOWED, timeout)
+
+
+def windows_settings(plan: Plan, settings: Settings) -> str:
+    return (f"TimeWindows.ofSizeAndGrace({plan.window_ns // 10**9}s, {plan.close_ns // 10**9}s), "
+            "suppress(untilWindowCloses(unbounded())), exactly_once_v2, "
+            f"num.stream.threads={settings.threads}, defaults otherwise (commit.interval.ms 100)")
+
+
+def parse_window(key: bytes | None, value: bytes | None, arrived: float) -> WindowResult | None:
+    """A record of the windowed count's output: ``{"start":ms,"end":ms,"count":n,"amount_cents":c}``."""
+    if not value:
+        return None
+    doc = orjson.loads(value)
+    return WindowResult(int(doc["start"]) * 10**6, int(doc["end"]) * 10**6, int(doc["count"]),
+                        int(doc["amount_cents"]), arrived)

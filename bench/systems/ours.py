@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import orjson
 
 from bench.context import BenchContext, DaemonDirs
 from bench.errors import BenchError
+from bench.event_stream import Plan
 from bench.kafka_topics import create_pipeline
+from bench.outputs import WindowResult
 from bench.procs import Child, run_to_end
 from bench.rss import cpu_seconds
 from bench.runs import IngestRun, RestoreRun, require_same
@@ -24,7 +30,9 @@ from service.drink_count.pipeline import BATCH_PATTERN
 from service.engine.defaults import DEFAULT_TRIGGER_S
 from service.engine.query import READY_PATTERN
 from service.instance.health import STANDBY, role_pattern
+from service.windows.pipeline import BATCH_PATTERN as WINDOWS_BATCH
 from topics.catalog import Topics
+from topics.clock import format_duration
 
 BREW = str(Path(sys.executable).parent / "brewstream")
 BATCH = BATCH_PATTERN
@@ -193,3 +201,67 @@ class OursDeployment:
 
     def describe(self) -> str:
         return f"default flags (trigger {round(self.settings.trigger_s * 1000)} ms), a --standby on dirs of its own"
+
+
+# ------------------------------------------------------------------ event-time windows
+
+def windows_daemon(ctx: BenchContext, topics: Topics, dirs: DaemonDirs, plan: Plan, name: str) -> Child:
+    """``brewstream windows`` on the pipeline's event topic: tumbling ``plan.window_ns``,
+    final results only, from the earliest offset; every other flag its default
+    (trigger 250 ms, idle timeout 30 s)."""
+    args = [BREW, "windows", "--bootstrap", ctx.conn.bootstrap, "--topic-prefix", topics.prefix,
+            "--state-dir", str(dirs.state), "--checkpoint-dir", str(dirs.checkpoint),
+            "--window", _duration(plan.window_ns), "--watermark-delay", _duration(plan.watermark_delay_ns),
+            "--allowed-lateness", _duration(plan.allowed_lateness_ns), "--emit", "final", "--from", "earliest"]
+    return Child(name, args, ctx.log(name))
+
+
+def windows_counted(child: Child, timeout: float) -> None:
+    """Until the daemon logs a committed batch that counted events: it is up."""
+    deadline = time.monotonic() + timeout
+    after = 0
+    while True:
+        line, m = child.wait_for(WINDOWS_BATCH, max(0.0, deadline - time.monotonic()), after)
+        if int(m["events"]):
+            return
+        after = child.lines.index(line) + 1
+
+
+def windows_events_read(child: Child) -> int:
+    """Events (late ones included) in the daemon's committed batches so far."""
+    return sum(int(m["events"]) for line in list(child.lines) if (m := WINDOWS_BATCH.search(line.text)))
+
+
+def windows_batch_seconds(child: Child) -> list[float]:
+    """How long each committed batch that read events took, start to store commit, but
+    the first (which also starts the Python workers)."""
+    return [float(m["aggregate_s"]) + float(m["changelog_s"]) + float(m["store_s"]) for line in list(child.lines)
+            if (m := WINDOWS_BATCH.search(line.text)) and int(m["events"])][1:]
+
+
+def windows_settings(plan: Plan) -> str:
+    return (f"--window {_duration(plan.window_ns)} --watermark-delay {_duration(plan.watermark_delay_ns)} "
+            f"--allowed-lateness {_duration(plan.allowed_lateness_ns)} --emit final, defaults otherwise "
+            f"(trigger {format_duration(DEFAULT_TRIGGER_S)}, idle timeout 30s)")
+
+
+def parse_window(key: bytes | None, value: bytes | None, arrived: float) -> WindowResult | None:
+    """A record of ``brew.order-windows``: ``{"kind","start","end","count","amount",
+    "late_accepted","emit","watermark"}``, times in ISO 8601 with milliseconds."""
+    if not value:
+        return None
+    doc = orjson.loads(value)
+    return WindowResult(_iso_ns(doc["start"]), _iso_ns(doc["end"]), int(doc["count"]),
+                        round(float(doc["amount"]) * 100), arrived, int(doc["late_accepted"]))
+
+
+def _iso_ns(text: str) -> int:
+    moment = datetime.fromisoformat(text)
+    return (moment - EPOCH) // timedelta(microseconds=1) * 1000
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _duration(ns: int) -> str:
+    return format_duration(ns / 10**9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 from service.dlq.records import warn_internal
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.runner import run_pipeline
+from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
@@ -91,6 +93,13 @@ def run(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAULT_TAB
     return run_pipeline(pipeline(cfg, windows, table, start_from, reset_watermark), cfg, spark)
 
 
+# The batch line and the pattern its readers use (the benchmark).
+BATCH_LINE = "%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | %s"
+BATCH_PATTERN = re.compile(r"batch (?P<batch_id>\d+) \(seq (?P<seq>\d+)\): events=(?P<events>\d+) "
+                           r"late=(?P<late>\d+) bad=(?P<bad>\d+) results=(?P<results>\d+) "
+                           r"watermark=(?P<watermark>\S+) \| " + PHASES_PATTERN)
+
+
 def batch_done(r: WindowsReport, metrics: Metrics) -> None:
     """One log line per batch (structured fields under --log-format json) and the metrics."""
     what = f"batch {r.batch_id}" if r.batch_id is not None else "idle step"
@@ -98,8 +107,7 @@ def batch_done(r: WindowsReport, metrics: Metrics) -> None:
     wm = iso(r.watermark) if r.watermark is not None else "-"
     fields = {"batch_id": r.batch_id, "seq": r.seq, "events": r.events, "late": r.late, "bad": bad,
               "results": results, "watermark": wm, "open_windows": r.open_windows, **r.times.fields()}
-    log.info("%s (seq %d): events=%d late=%d bad=%d results=%d watermark=%s | %s",
-             what, r.seq, r.events, r.late, bad, results, wm, r.times, extra=fields)
+    log.info(BATCH_LINE, what, r.seq, r.events, r.late, bad, results, wm, r.times, extra=fields)
     warn_internal(r.bad_reasons)
     p = metrics.pipeline
     metrics.batch_committed(time.time(), r.events, r.bad_reasons, r.changelog_records, r.times.phases())

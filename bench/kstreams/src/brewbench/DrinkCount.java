@@ -192,7 +192,7 @@ public final class DrinkCount {
         System.exit(0);
     }
 
-    private static void daemon(KafkaStreams streams, CountDownLatch failed) throws InterruptedException {
+    static void daemon(KafkaStreams streams, CountDownLatch failed) throws InterruptedException {
         // SIGTERM: close cleanly (the open transaction is committed), then the JVM exits.
         Runtime.getRuntime().addShutdownHook(new Thread(() -> streams.close(Duration.ofSeconds(60)), "shutdown"));
         streams.start();
@@ -231,7 +231,7 @@ public final class DrinkCount {
         return nanos / 1e9;
     }
 
-    private static void say(String line) {
+    static void say(String line) {
         System.out.println(String.format("%.6f %s", seconds(System.nanoTime()), line));
         System.out.flush();
     }
@@ -245,7 +245,7 @@ public final class DrinkCount {
         System.out.flush();
     }
 
-    private static Map<String, String> parse(String[] argv) {
+    static Map<String, String> parse(String[] argv) {
         Map<String, String> out = new HashMap<>();
         for (int i = 0; i < argv.length; i++) {
             if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
