@@ -18,6 +18,7 @@ from sandbox import faults, kraft, nodes
 from sandbox.cluster_layout import ClusterLayout, KafkaCluster
 from sandbox.jars import broker_classpath
 from sandbox.kafka_wire import WireError
+from sandbox.processes import alive
 from sandbox.roles import active_controller
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
@@ -125,8 +126,11 @@ def _wait_serving(cluster: KafkaCluster, layout: ClusterLayout, pids: dict[int, 
             _controller_or_none(layout) is not None
 
     def died() -> str | None:
+        # Whether the process is gone, not what its command line says: while the java
+        # launcher execs the JVM, /proc shows no command line for a moment (a loaded machine
+        # made that moment long enough to be taken for an exit).
         for node_id, pid in pids.items():
-            if kraft.running_pid(cluster.process(node_id).pid_file) != pid:
+            if not alive(pid):
                 log = cluster.process(node_id).log_file
                 return f"node {node_id} exited during start-up (last log lines: {kraft.log_tail(log)})"
         return None
