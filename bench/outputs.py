@@ -38,21 +38,24 @@ def latest_sums(conn: KafkaConnection, topic: str) -> dict[str, int]:
     return watcher.sums()
 
 
-class OutputWatcher(threading.Thread):
-    def __init__(self, conn: KafkaConnection, topic: str) -> None:
-        super().__init__(name=f"output-{topic}", daemon=True)
+class _Follower(threading.Thread):
+    """Follows ``topic`` from its start, ``read_committed``, stamping each batch of records
+    on arrival (CLOCK_MONOTONIC); ``_take`` is what a watcher makes of one record. Started,
+    it reads until ``stop``; not started, ``read_to_end`` reads up to the end offsets of now."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, name: str) -> None:
+        super().__init__(name=f"{name}-{topic}", daemon=True)
         self.conn = conn
         self.topic = topic
-        self.first_seen: dict[int, float] = {}  # probe index -> first arrival
-        self.arrivals: list[float] = []  # arrival of every record (a timeline of output)
-        self._latest: dict[str, int] = {}
-        self.cups = 0  # sum of the latest sums of every ordinary drink
         self.error = ""
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._consumer = conn.consumer({"isolation.level": "read_committed", "fetch.wait.max.ms": 10,
                                         "fetch.queue.backoff.ms": 10})
         self._consumer.assign([TopicPartition(topic, p, 0) for p in partitions_of(conn, topic)])
+
+    def _take(self, key: bytes | None, value: bytes | None, now: float) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         try:
@@ -70,17 +73,7 @@ class OutputWatcher(threading.Thread):
             for msg in batch:
                 if msg.error() is not None:
                     raise RuntimeError(f"reading {self.topic} failed: {msg.error()}")
-                key, value = msg.key(), msg.value()
-                if not key or key[0] == RESERVED or not value or len(value) != 8:
-                    continue
-                drink = key.decode("utf-8", "replace")
-                total = int.from_bytes(value, "big")
-                self.arrivals.append(now)
-                if drink.startswith(PROBE_PREFIX):
-                    self.first_seen.setdefault(int(drink[len(PROBE_PREFIX):]), now)
-                else:
-                    self.cups += total - self._latest.get(drink, 0)
-                self._latest[drink] = total
+                self._take(msg.key(), msg.value(), now)
         return len(batch)
 
     def read_to_end(self, timeout: float = 120.0) -> None:
@@ -109,6 +102,27 @@ class OutputWatcher(threading.Thread):
         if self.is_alive():
             self.join()
 
+
+class OutputWatcher(_Follower):
+    def __init__(self, conn: KafkaConnection, topic: str) -> None:
+        super().__init__(conn, topic, "output")
+        self.first_seen: dict[int, float] = {}  # probe index -> first arrival
+        self.arrivals: list[float] = []  # arrival of every record (a timeline of output)
+        self._latest: dict[str, int] = {}
+        self.cups = 0  # sum of the latest sums of every ordinary drink
+
+    def _take(self, key: bytes | None, value: bytes | None, now: float) -> None:
+        if not key or key[0] == RESERVED or not value or len(value) != 8:
+            return
+        drink = key.decode("utf-8", "replace")
+        total = int.from_bytes(value, "big")
+        self.arrivals.append(now)
+        if drink.startswith(PROBE_PREFIX):
+            self.first_seen.setdefault(int(drink[len(PROBE_PREFIX):]), now)
+        else:
+            self.cups += total - self._latest.get(drink, 0)
+        self._latest[drink] = total
+
     def sums(self) -> dict[str, int]:
         """The latest sum of every drink seen, probes included."""
         with self._lock:
@@ -134,73 +148,43 @@ class WindowResult:
 WindowParser = Callable[[bytes | None, bytes | None, float], WindowResult | None]
 
 
-class WindowWatcher(threading.Thread):
-    """Follows a topic of window results from its start, ``read_committed``, in a thread:
-    every result ``parse`` makes of a record, in arrival order (a window seen twice is kept
-    twice, for the scenario to refuse); ``records`` counts every committed record read."""
+class WindowWatcher(_Follower):
+    """Every result ``parse`` makes of a record of a topic of window results, in arrival
+    order (a window seen twice is kept twice, for the scenario to refuse); ``records``
+    counts every committed record read."""
 
     def __init__(self, conn: KafkaConnection, topic: str, parse: WindowParser) -> None:
-        super().__init__(name=f"windows-{topic}", daemon=True)
-        self.topic = topic
+        super().__init__(conn, topic, "windows")
         self.parse = parse
         self.results: list[WindowResult] = []
         self.records = 0
-        self.error = ""
-        self._lock = threading.Lock()
-        self._halt = threading.Event()
-        self._consumer = conn.consumer({"isolation.level": "read_committed", "fetch.wait.max.ms": 10,
-                                        "fetch.queue.backoff.ms": 10})
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in partitions_of(conn, topic)])
 
-    def run(self) -> None:
-        try:
-            while not self._halt.is_set():
-                batch = self._consumer.consume(1000, timeout=0.05)
-                now = time.monotonic()
-                with self._lock:
-                    for msg in batch:
-                        if msg.error() is not None:
-                            raise RuntimeError(f"reading {self.topic} failed: {msg.error()}")
-                        self.records += 1
-                        result = self.parse(msg.key(), msg.value(), now)
-                        if result is not None:
-                            self.results.append(result)
-        except Exception as exc:  # kept for the scenario to report
-            self.error = str(exc)
-        finally:
-            self._consumer.close()
-
-    def stop(self) -> None:
-        self._halt.set()
-        if self.is_alive():
-            self.join()
+    def _take(self, key: bytes | None, value: bytes | None, now: float) -> None:
+        self.records += 1
+        result = self.parse(key, value, now)
+        if result is not None:
+            self.results.append(result)
 
     def seen(self) -> list[WindowResult]:
         with self._lock:
             return list(self.results)
 
 
+class _RecordCounter(_Follower):
+    def __init__(self, conn: KafkaConnection, topic: str) -> None:
+        super().__init__(conn, topic, "count")
+        self.records = 0
+
+    def _take(self, key: bytes | None, value: bytes | None, now: float) -> None:
+        self.records += 1
+
+
 def committed_records(conn: KafkaConnection, topic: str, timeout: float = 120.0) -> int:
     """How many committed records ``topic`` holds now (read ``read_committed`` to its end
     offsets, which count transaction markers too)."""
-    consumer = conn.consumer({"isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
+    counter = _RecordCounter(conn, topic)
     try:
-        parts = partitions_of(conn, topic)
-        ends = {p: high for p, (_low, high) in end_offsets(consumer, topic, parts).items()}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        todo = {p for p, e in ends.items() if e > 0}
-        count = 0
-        deadline = time.monotonic() + timeout
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.05):
-                if msg.error() is not None:
-                    raise RuntimeError(f"reading {topic} failed: {msg.error()}")
-                count += 1
-            for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-    finally:
-        consumer.close()
-    if todo:
-        raise BenchError(f"{topic} was not read to its end within {timeout:.0f}s")
-    return count
+        counter.read_to_end(timeout)
+    except TimeoutError as exc:
+        raise BenchError(str(exc)) from exc
+    return counter.records
