@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from bench.summary import TITLES
 
@@ -30,6 +31,14 @@ def write_all(results: dict[str, Any], stem: Path) -> list[Path]:
             takeover_timeline(results, stem.with_name(f"{stem.name}-failover.png")),
             window_delays(results, stem.with_name(f"{stem.name}-windows.png"))]
     return [p for p in made if p is not None]
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    """Every plot's last step: laid out, written at one resolution, its memory let go."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def throughput(results: dict[str, Any], path: Path) -> Path | None:
@@ -62,10 +71,7 @@ def throughput(results: dict[str, Any], path: Path) -> Path | None:
     rates.set_xlabel("orders/s, log scale (higher is better)")
     rates.set_title("Throughput")
     rates.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def latency_cdf(results: dict[str, Any], path: Path) -> Path | None:
@@ -84,10 +90,7 @@ def latency_cdf(results: dict[str, Any], path: Path) -> Path | None:
     ax.set_title(f"Latency at {visible['rate']:,} orders/s")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def takeover_timeline(results: dict[str, Any], path: Path) -> Path | None:
@@ -115,10 +118,7 @@ def takeover_timeline(results: dict[str, Any], path: Path) -> Path | None:
         ax.set_title("failover to a hot standby" if mode == "failover" else "restart after disk loss")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="upper right", markerscale=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def window_delays(results: dict[str, Any], path: Path) -> Path | None:
@@ -141,7 +141,4 @@ def window_delays(results: dict[str, Any], path: Path) -> Path | None:
                  f"event time {windows['speedup']:g}x)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
