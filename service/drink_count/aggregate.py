@@ -1,13 +1,15 @@
 """Parse and count one micro-batch of orders inside Spark.
 
-Most orders never reach Python: the JVM counts those its order gate proves clean
-(``aggregate_batch``). The rest go to the Python workers, where each Spark task parses its
-rows (``service.drink_count.orders``) and sums drinks locally (a partial count), so only a
+Most orders never reach Python: the JVM counts those its order gate proves clean, in one
+stage (``GateCount``, service/drink_count/jvm/), and carries the few it cannot prove clean
+to the driver, where ``partial_counts`` counts them or gives their DLQ reasons. Only a
+batch whose unclean rows exceed a task's carry budget sends those rows to the Python
+workers instead, where each Spark task runs ``partial_counts`` over its share and only a
 handful of rows per task cross to the driver: one per drink, one per input partition for
 its highest offset, one for the number of good orders, and the bad orders (cut to what the
 DLQ holds, or only their position once the task's budget is spent: see
-``service.records.badrecords``). ``partial_counts`` runs on the executors; ``merge_partials`` on the
-driver. Both are pure and tested without Spark.
+``service.records.badrecords``). ``partial_counts`` and ``merge_partials`` are pure and
+tested without Spark.
 
 Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
 counted or becomes a bad record with a reason; an unexpected exception in one record is
@@ -16,6 +18,7 @@ the reason ``internal: <type>``, never a failed batch.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from service.drink_count.orders import BadOrder, count_drinks, count_plain
-from service.records.badrecords import BadRecord, CarryBudget, carry, internal_reason
+from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
 
 if TYPE_CHECKING:
@@ -185,34 +188,38 @@ def _bytes(v: Any) -> bytes | None:
 
 
 def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: int = MAX_NAME_BYTES,
-                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> BatchAggregate:
-    """Drop rows below the store's next offsets, then count the rest in Spark, each row in
-    exactly one of two steps.
+                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES, carry: Carry | None = None) -> BatchAggregate:
+    """Drop rows below the store's next offsets, then count the rest, each row in exactly
+    one of two steps.
 
     First the JVM counts the orders the order gate proves clean (``OrderGate``, in
     service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
     which are nearly all of them, without sending a row to Python, where decoding took
-    about two fifths of a warm batch's CPU (docs/benchmarks.md). Only when some rows were not
-    proven clean, a second job sends exactly those to the Python workers
-    (``_count_in_python``), which count them or give their DLQ reasons."""
+    about two fifths of a warm batch's CPU (docs/benchmarks.md). The rows it did not prove
+    clean are counted by ``partial_counts``: here on the driver, from what the JVM carried,
+    or, when a task had more than it may carry (``carry``), by the Python workers
+    (``_count_in_python``)."""
     from pyspark.sql import functions as F
 
     fresh = df.select("key", "value", "partition", "offset")
     for partition, next_offset in applied.items():
         fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
-    counted, unclean = _count_in_jvm(fresh, max_name_bytes)
-    if not unclean:
-        return merge_partials(counted)
-    gate = order_gate(df.sparkSession, max_name_bytes)
-    rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
-    if (took := records_counted(rest)) != unclean:
-        raise RuntimeError(f"Python counted {took} records of the {unclean} the order gate left to it")
-    return merge_partials([*counted, *rest])
+    counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry())
+    if not counted.unclean:
+        return merge_partials(counted.partials())
+    if counted.overflow:
+        gate = order_gate(df.sparkSession, max_name_bytes)
+        rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
+    else:
+        rest = [row for batch in partial_counts([counted.carried], max_name_bytes, dlq_record_bytes)
+                for row in batch.to_pylist()]
+    if (took := records_counted(rest)) != counted.unclean:
+        raise RuntimeError(f"Python counted {took} records of the {counted.unclean} the order gate left to it")
+    return merge_partials([*counted.partials(), *rest])
 
 
 # Built by `make install` from service/drink_count/jvm/brewstream/.
 GATE_FUNCTION, GATE_CLASS = "brew_order_gate", "brewstream.OrderGate"
-TOTALS_FUNCTION = "brew_gate_totals"  # brewstream.GateTotals, one per name limit
 
 
 def order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
@@ -226,44 +233,99 @@ def order_gate(spark: SparkSession, max_name_bytes: int) -> Column:
     return F.call_function(GATE_FUNCTION, F.col("value"), F.lit(max_name_bytes))
 
 
-def _gate_totals(spark: SparkSession, max_name_bytes: int) -> Column:
-    """The sums of the gate's verdicts on ``value`` over a group: struct<counts:
-    map<string,bigint>, orders: bigint, unclean: bigint> (``GateTotals``). Registered in
-    the session the first time a name limit is asked for."""
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class Carry:
+    """How many rows the gate left, and of how many bytes (key and value), one task may
+    carry to the driver; past either, the batch's unclean rows go to the Python workers.
+    The bytes are the bad-record budget of a worker's task (``badrecords.TASK_CARRY_BUDGET``)."""
 
-    name = f"{TOTALS_FUNCTION}_{max_name_bytes}"
-    jvm = spark.sparkContext._jvm
+    rows: int = 100_000
+    bytes: int = TASK_CARRY_BUDGET
+
+
+@dataclass
+class JvmCount:
+    """What ``GateCount`` returned: the gate's sums, each partition's highest offset, and
+    the unclean rows it carried (none when some task could not carry its own)."""
+
+    counts: dict[str, int]
+    orders: int
+    unclean: int
+    overflow: bool
+    highest: dict[int, int]
+    carried: pa.RecordBatch
+
+    def partials(self) -> list[dict[str, Any]]:
+        """The partial rows of what the gate counted, and every partition's highest offset."""
+        rows = [partial_row(DRINK, name=drink, n=n) for drink, n in self.counts.items()]
+        rows.append(partial_row(ORDERS, n=self.orders))
+        rows += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
+        return rows
+
+
+CARRIED_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
+                            ("offset", pa.int64())])
+
+
+def read_gate_count(blob: bytes) -> JvmCount:
+    """``GateCount``'s blob (its layout is in GateCount.java); ``ValueError`` for one that
+    does not follow it, to its last byte."""
+    r = _Reader(blob)
+    orders, unclean, overflow = r.unpack(">qqb")
+    counts: dict[str, int] = {}
+    for _ in range(r.count()):
+        name = r.take(r.count()).decode("latin-1")  # the gate's names are ASCII
+        counts[name] = counts.get(name, 0) + r.unpack(">q")[0]
+    highest = {}
+    for _ in range(r.count()):
+        p, top = r.unpack(">iq")
+        highest[p] = top
+    cols: dict[str, list[Any]] = {name: [] for name in CARRIED_SCHEMA.names}
+    for _ in range(r.count()):
+        p, offset = r.unpack(">iq")
+        cols["partition"].append(p)
+        cols["offset"].append(offset)
+        cols["key"].append(r.optional())
+        cols["value"].append(r.optional())
+    if r.at < len(blob):
+        raise ValueError(f"{len(blob) - r.at} bytes after the end of the gate's count")
+    if overflow not in (0, 1) or orders < 0 or unclean < 0:
+        raise ValueError("the gate's count is out of range")
+    return JvmCount(counts, orders, unclean, bool(overflow), highest,
+                    pa.RecordBatch.from_pydict(cols, schema=CARRIED_SCHEMA))
+
+
+class _Reader:
+    def __init__(self, blob: bytes) -> None:
+        self.blob, self.at = blob, 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.blob):
+            raise ValueError(f"the gate's count ends at byte {len(self.blob)}, short of {self.at + n}")
+        out = self.blob[self.at:self.at + n]
+        self.at += n
+        return out
+
+    def unpack(self, fmt: str) -> tuple[int, ...]:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+
+    def count(self) -> int:
+        n = self.unpack(">i")[0]
+        if n < 0:
+            raise ValueError(f"a negative count ({n}) in the gate's count")
+        return n
+
+    def optional(self) -> bytes | None:
+        n = self.unpack(">i")[0]
+        return None if n == -1 else self.take(n)
+
+
+def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry) -> JvmCount:
+    """``GateCount`` over the batch: one stage, one call."""
+    jvm = fresh.sparkSession.sparkContext._jvm
     assert jvm is not None  # a classic session, which brewstream always builds
-    jvm.brewstream.GateTotals.register(spark._jsparkSession, name, max_name_bytes)
-    return F.call_function(name, F.col("value"))
-
-
-def _count_in_jvm(fresh: DataFrame, max_name_bytes: int) -> tuple[list[dict[str, Any]], int]:
-    """Partial rows for what the gate counted (drinks and orders) and for every partition's
-    highest offset (unclean rows included), and how many rows it left uncounted. Each task
-    sums its own rows (``GateTotals``): one row per input partition crosses to the driver."""
-    from pyspark.sql import functions as F
-
-    from service.spark.session import collect_rows
-
-    grouped = fresh.groupBy("partition").agg(_gate_totals(fresh.sparkSession, max_name_bytes).alias("t"),
-                                             F.max("offset").alias("top"))
-    # What crosses the shuffle is one row per partition from each task, so one reduce task
-    # is enough (with rows per drink, a 1,350-order batch took 178 ms, against 202 ms with
-    # Spark's four).
-    with _session_conf(fresh, SHUFFLE_PARTITIONS_KEY, "1"):
-        rows = list(collect_rows(grouped))
-    partials: list[dict[str, Any]] = []
-    unclean = 0
-    for row in rows:
-        totals = row["t"]
-        # Arrow hands a map over as (key, value) pairs.
-        partials += [partial_row(DRINK, name=drink, n=n) for drink, n in totals["counts"] or ()]
-        partials.append(partial_row(ORDERS, n=totals["orders"]))
-        partials.append(partial_row(OFFSET, n=row["top"], partition=row["partition"]))
-        unclean += totals["unclean"]
-    return partials, unclean
+    return read_gate_count(bytes(jvm.brewstream.GateCount.count(fresh._jdf, max_name_bytes, carry.rows,
+                                                                 carry.bytes)))
 
 
 def records_counted(rows: Iterable[Mapping[str, Any]]) -> int:
@@ -327,7 +389,6 @@ def _session_conf(df: DataFrame, key: str, value: str) -> Iterator[None]:
             conf.set(key, before)
 
 
-SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 MAX_BYTES_KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
 MAX_RECORDS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
 UNBOUNDED_BYTES = 2**31 - 1  # Spark's "no byte bound": it then skips measuring each row

@@ -4,15 +4,15 @@ Both pipelines (drink-count and windows) run here, as the active writer of their
 changelog or, with ``--standby``, as a hot standby that takes over when the active's
 lease lapses (``service.instance.lease``).
 
-Start-up as active: lock the state dir (a second process on it stops here), make sure no
-other live instance holds the changelog's lease (it is named and this one refuses),
-fence older writers of the changelog, bring the store up to date with the changelog (a
-full restore when the disk was lost, refusing a changelog that cannot serve it), check
-that the input still holds what the store has to count, pick the start point, and only
-then start the query. As a standby: lock, warm Spark and the Python workers, restore the
-store and follow the changelog until the lease lapses; then the same steps as active,
-with only the last few records left to apply. A fenced active stops, or goes back to
-standby when it may.
+Start-up as active: lock the state dir (a second process on it stops here) and start
+Spark's JVM beside what follows (``Session``), make sure no other live instance holds
+the changelog's lease (it is named and this one refuses), fence older writers of the
+changelog, bring the store up to date with the changelog (a full restore when the disk
+was lost, refusing a changelog that cannot serve it), check that the input still holds
+what the store has to count, pick the start point, and only then start the query. As a
+standby: lock, warm Spark, restore the store and follow the changelog until the lease
+lapses; then the same steps as active, with only the last few records left to apply. A
+fenced active stops, or goes back to standby when it may.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
 from topics.errors import BrewError
-from topics.kafka import max_record_bytes, partitions_of, require_broker, serving_problem
+from topics.kafka import max_record_bytes, partitions_of_each, serving_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,23 +60,24 @@ T = TypeVar("T")
 def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None) -> int:
     """Run until SIGINT/SIGTERM (or the backlog is done with available-now); 0 on a clean stop."""
     conn = cfg.conn
-    require_broker(conn)
-    input_partitions = partitions_of(conn, p.input_topic)
-    changelog_partitions = partitions_of(conn, p.changelog_topic)
-    for topic in (p.dlq_topic, *p.output_topics, cfg.topics.instances):
-        partitions_of(conn, topic)
-    risk = retention_risk(conn, p.changelog_topic)
-    if risk is not None:
-        log.warning(risk)
-
+    # Every topic is there (one line naming a missing one) before anything starts.
+    partitions = partitions_of_each(conn, [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics,
+                                           cfg.topics.instances])
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
     api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, p.routes, metrics, health,
                      cfg.http_token_file, cfg.http_insecure)
     try:
-        with OpenStore(cfg.state_dir, api) as stores:
-            return Daemon(p, cfg, spark, metrics, health, stores, input_partitions, changelog_partitions).run()
+        # Spark's JVM starts as soon as the state dir is this process's, and builds its
+        # session while the lease is taken and the store catches up: start-up costs the
+        # longer of the two, not their sum.
+        with OpenStore(cfg.state_dir, api) as stores, Session(p, cfg, spark) as session:
+            risk = retention_risk(conn, p.changelog_topic)
+            if risk is not None:
+                log.warning(risk)
+            return Daemon(p, cfg, session, metrics, health, stores, partitions[p.input_topic],
+                          partitions[p.changelog_topic]).run()
     finally:
         if api is not None:
             api.stop()
@@ -108,13 +109,11 @@ class OpenStore:
 class Daemon:
     """One instance of a pipeline, through its roles."""
 
-    def __init__(self, p: Pipeline, cfg: RunConfig, spark: SparkSession | None, metrics: Metrics, health: Health,
+    def __init__(self, p: Pipeline, cfg: RunConfig, session: Session, metrics: Metrics, health: Health,
                  stores: OpenStore, input_partitions: list[int], changelog_partitions: list[int]) -> None:
         self.p, self.cfg, self.metrics, self.health, self.stores = p, cfg, metrics, health, stores
         self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
-        self._spark, self._own_spark = spark, spark is None
-        self._starting: EarlySession | None = None
-        self._warm = False
+        self.spark = session.get
         self.stop = threading.Event()
         self.lease = Lease(cfg.conn, cfg.topics.instances,
                            Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
@@ -147,10 +146,6 @@ class Daemon:
             if refresher is not None:
                 refresher.stop()
             self.lease.stop()
-            if self._own_spark and self._spark is None and self._starting is not None:
-                self._spark = self._starting.result_or_none()  # started, but never asked for
-            if self._own_spark and self._spark is not None:
-                stop_session(self._spark, stop_quietly)
 
     def _roles(self) -> int:
         took_over: TakeOver | None = None
@@ -163,7 +158,6 @@ class Daemon:
             if not went:
                 return 0
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
-            self.start_spark()
         resume = False  # back to the role Kafka's trouble interrupted
         while not self.stop.is_set():
             try:
@@ -342,44 +336,6 @@ class Daemon:
         finally:
             changelog.close()
 
-    def start_spark(self) -> None:
-        """Start building the session on a thread of its own, so the JVM starts while this
-        instance fences, catches up and checks its input (``spark`` waits for it)."""
-        if self._spark is None and self._starting is None:
-            self._starting = EarlySession(self._build_session)
-
-    def _build_session(self) -> SparkSession:
-        try:
-            return build_session(self.cfg.master, f"brewstream-{self.p.name}", conf=self.cfg.spark_conf,
-                                 log_file=spark_log(self.cfg), write_archive=True)
-        except BrewError:
-            raise
-        except Exception as exc:
-            raise BrewError(spark_start_failure(self.cfg.master, str(exc), spark_log(self.cfg))) from None
-
-    def spark(self) -> SparkSession:
-        """The session, built once. On a cluster its executors' Python workers are started
-        and import the batch code first: that is where an executor's Python shows whether
-        it can run it at all. On this machine they start when a batch first needs one (the
-        JVM's order gate counts a clean batch without them), so a start, a restart and a
-        waiting standby hold no worker."""
-        if self._spark is None:
-            self.start_spark()
-            assert self._starting is not None
-            self._spark = self._starting.result()
-        if not self._warm and not is_local(self.cfg.master):
-            try:
-                warm_python_workers(self._spark, self.p.batch_module)
-            except Exception as exc:
-                # On a cluster this is where an executor's Python first shows whether it can
-                # run the batch code at all.
-                hint = "" if is_local(self.cfg.master) else (
-                    f"; executors need Python with {', '.join(EXECUTOR_PACKAGES)}: choose it with "
-                    "--conf spark.pyspark.python=PATH or PYSPARK_PYTHON")
-                raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}{hint}") from None
-            self._warm = True
-        return self._spark
-
 
 def spark_start_failure(master: str, text: str, log_file: Path) -> str:
     """Why Spark did not start, in one line that says where to look."""
@@ -423,30 +379,58 @@ def _jvm_pid() -> int | None:
     return proc.pid if proc is not None else None
 
 
-class EarlySession:
-    """A Spark session built on a thread of its own while the daemon goes on."""
+class Session:
+    """The Spark session of one run: the caller's, or one this run builds on a thread of its
+    own from the moment it is entered (``get`` waits for it) and stops on the way out."""
 
-    def __init__(self, build: Callable[[], SparkSession]) -> None:
-        self._session: SparkSession | None = None
+    def __init__(self, p: Pipeline, cfg: RunConfig, spark: SparkSession | None) -> None:
+        self.p, self.cfg = p, cfg
+        self._spark, self._own = spark, spark is None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._build, args=(build,), name="spark-start", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self._warm = False
 
-    def _build(self, build: Callable[[], SparkSession]) -> None:
+    def __enter__(self) -> Session:
+        if self._own:
+            self._thread = threading.Thread(target=self._build, name="spark-start", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._own:
+            return
+        if self._thread is not None:
+            self._thread.join()  # started, perhaps never asked for: stopped all the same
+        if self._spark is not None:
+            stop_session(self._spark, stop_quietly)
+
+    def _build(self) -> None:
+        cfg = self.cfg
         try:
-            self._session = build()
-        except BaseException as exc:  # handed to whoever asks for the session
+            self._spark = build_session(cfg.master, f"brewstream-{self.p.name}", conf=cfg.spark_conf,
+                                        log_file=spark_log(cfg), write_archive=True)
+        except BrewError as exc:
             self._error = exc
+        except BaseException as exc:  # handed to whoever asks for the session
+            self._error = BrewError(spark_start_failure(cfg.master, str(exc), spark_log(cfg)))
 
-    def result(self) -> SparkSession:
-        """The session, once built; what building it raised, raised here."""
-        self._thread.join()
+    def get(self) -> SparkSession:
+        """The session, once built (what building it raised, raised here). On a cluster its
+        executors' Python workers are started and import the batch code first: that is where
+        an executor's Python shows whether it can run it at all. On this machine they start
+        when a batch first needs one (the JVM's order gate counts a clean batch without
+        them), so a start, a restart and a waiting standby hold no worker."""
+        if self._thread is not None:
+            self._thread.join()
         if self._error is not None:
             raise self._error
-        assert self._session is not None
-        return self._session
-
-    def result_or_none(self) -> SparkSession | None:
-        """The session to stop on the way out, if it was built at all."""
-        self._thread.join()
-        return self._session
+        assert self._spark is not None
+        if not self._warm and not is_local(self.cfg.master):
+            try:
+                warm_python_workers(self._spark, self.p.batch_module)
+            except Exception as exc:
+                raise BrewError(f"the executors cannot run the batch code: {failure_line(str(exc))}; executors "
+                                f"need Python with {', '.join(EXECUTOR_PACKAGES)}: choose it with --conf "
+                                "spark.pyspark.python=PATH or PYSPARK_PYTHON") from None
+            self._warm = True
+        return self._spark

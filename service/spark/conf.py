@@ -40,8 +40,11 @@ DEFAULTS: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
 # Settings whose value is a list: brewstream's entries come first and the user's are
-# added, never replaced (spark.jars carries the Kafka source, which every query needs).
-LISTS: dict[str, str] = {"spark.jars": ","}
+# added, never replaced (spark.jars, or the driver's class path on a local master, carries
+# the Kafka source, which every query needs).
+JARS_KEY = "spark.jars"
+DRIVER_CLASS_PATH_KEY = "spark.driver.extraClassPath"
+LISTS: dict[str, str] = {JARS_KEY: ",", DRIVER_CLASS_PATH_KEY: os.pathsep}
 # Java options: brewstream's first (the driver's carry the log set-up that every error
 # points to), then the user's, which replace the file's the Spark way (see ``java_options``).
 DRIVER_JAVA_KEY = "spark.driver.defaultJavaOptions"
@@ -50,7 +53,7 @@ _COLLECTOR = re.compile(r"-XX:\+Use\w*GC")
 # The executors' Python (see ``executor_python``).
 PYTHON_KEY = "spark.pyspark.python"
 # The driver's own class path entries (``driver_class_path``).
-DRIVER_CLASS_PATH_KEYS = ("spark.driver.defaultExtraClassPath", "spark.driver.extraClassPath")
+DRIVER_CLASS_PATH_KEYS = ("spark.driver.defaultExtraClassPath", DRIVER_CLASS_PATH_KEY)
 MASTER_KEY = "spark.master"
 LOCAL_MASTER = "local[*]"
 _LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$")

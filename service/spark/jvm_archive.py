@@ -118,9 +118,10 @@ def shares_classes(java_options: str) -> bool:
     return any(_SHARING.fullmatch(option) for option in java_options.split())
 
 
-def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = ()) -> Plan:
+def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = (), on_class_path: bool = False) -> Plan:
     """Map the archive if there is a whole one; else, with ``write``, have this JVM write it.
-    ``class_path``: the JVM's class path beyond Spark's jars (``spark_conf.driver_class_path``).
+    ``class_path``: the JVM's class path beyond Spark's jars (``spark_conf.driver_class_path``);
+    ``on_class_path``: brewstream's ``jars`` are on it too (a local master), not in spark.jars.
 
     Never raises: without a usable cache the JVM starts as it would without this module."""
     try:
@@ -136,7 +137,7 @@ def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = ()) -> Plan
                      "class sharing cannot archive (start-up takes a few seconds more)", blocker)
             return Plan()
         folder.mkdir(parents=True, exist_ok=True)
-        base = folder / f"spark-driver-{_key(jars)}"
+        base = folder / f"spark-driver-{_key(jars, on_class_path)}"
         archive = base.with_suffix(".jsa")
         try:
             lock_fd = try_lock(base.with_suffix(".lock"))
@@ -174,13 +175,14 @@ def _holds_files(path: Path) -> bool:
         return False
 
 
-def _key(jars: list[Path]) -> str:
-    """What an archive depends on: the Java binary the launcher runs, pyspark, the jars."""
+def _key(jars: list[Path], on_class_path: bool) -> str:
+    """What an archive depends on: the Java binary the launcher runs, pyspark, the jars and
+    whether they are on the class path (the JVM maps no archive written for another one)."""
     import pyspark
 
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home) / "bin" / "java" if java_home else Path(shutil.which("java") or "java")
-    parts = [pyspark.__version__, str(Path(pyspark.__file__).parent)]
+    parts = [pyspark.__version__, str(Path(pyspark.__file__).parent), f"class path: {on_class_path}"]
     for path in [java.resolve(), *jars]:
         try:
             st = path.stat()

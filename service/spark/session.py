@@ -20,8 +20,11 @@ from sandbox.jars import spark_jars
 from service.spark import jvm_archive
 from service.spark.conf import (
     DEFAULTS,
+    DRIVER_CLASS_PATH_KEY,
     DRIVER_JAVA_KEY,
     EXECUTOR_JAVA_KEY,
+    JARS_KEY,
+    LISTS,
     MASTER_KEY,
     defaults_file,
     driver_class_path,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
 log = logging.getLogger(__name__)
 
 
@@ -98,8 +102,12 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     theirs = {key: their_java_options(key, from_file, user) for key in (DRIVER_JAVA_KEY, EXECUTOR_JAVA_KEY)}
     gc = {key: "" if picks_collector(opts) else "-XX:+UseParallelGC" for key, opts in theirs.items()}
     jars = spark_jars()
+    # On this machine the driver is every executor: the jars go on its JVM's class path,
+    # where the class archive covers their classes too, Hadoop finds LocalFiles and no
+    # task fetches a copy of each (five forked chmods). Elsewhere spark.jars ships them.
+    jars_key = DRIVER_CLASS_PATH_KEY if local else JARS_KEY
     # Class sharing options of the user's own leave the archive to them.
-    archive = (jvm_archive.plan(jars, write_archive, driver_class_path({**from_file, **user}))
+    archive = (jvm_archive.plan(jars, write_archive, driver_class_path({**from_file, **user}), on_class_path=local)
                if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", gc[DRIVER_JAVA_KEY],
@@ -108,7 +116,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         driver_opts += f" -Dbrewstream.spark.log={Path(log_file).resolve()}"
     settings: dict[str, str] = {
         **DEFAULTS,
-        "spark.jars": ",".join(str(j) for j in jars),
+        jars_key: LISTS[jars_key].join(str(j) for j in jars),
         DRIVER_JAVA_KEY: driver_opts,
         # Executors elsewhere log the cluster's way: only the collector travels.
         EXECUTOR_JAVA_KEY: gc[EXECUTOR_JAVA_KEY],
@@ -117,6 +125,9 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         # Executors on this machine reach the driver on the loopback address.
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
+    if local:
+        # Files on the local disk without a forked chmod each (service/spark/jvm/brewstream/LocalFiles.java).
+        settings[LOCAL_FILES_KEY] = LOCAL_FILES_CLASS
 
     final = merged(settings, from_file, user)
     for key, opts in theirs.items():

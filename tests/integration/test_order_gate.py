@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.drink_count.aggregate import aggregate_batch, order_gate
+from service.drink_count.aggregate import Carry, aggregate_batch, order_gate
 from service.drink_count.orders import BadOrder, count_drinks
 from service.records.limits import MAX_NAME_BYTES
 from tests.support.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
@@ -190,10 +190,12 @@ def test_the_totals_keep_many_drinks_apart(spark: Any, orders: list[list[tuple[s
     assert summed.getOrders() == len(orders) and summed.getUnclean() == 0
 
 
-def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any) -> None:
+@pytest.mark.parametrize("carry", [Carry(), Carry(rows=0), Carry(bytes=600)], ids=["driver", "workers", "some-tasks"])
+def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any, carry: Carry) -> None:
     """Clean orders, orders only Python can count, and every kind of bad order, shuffled
-    over three partitions: the gate and the Python workers together count what the
-    oracle counts, and each bad order gets count_drinks's reason, once."""
+    over three partitions: the gate and Python together count what the oracle counts, and
+    each bad order gets count_drinks's reason, once; whether the JVM carries every unclean
+    row to the driver, none (the workers count them), or some tasks' but not others'."""
     rng = random.Random(20261124)
     generated = OrderGenerator(11)
     values: list[bytes | None] = [orjson.dumps(next(generated)) for _ in range(3000)]
@@ -203,7 +205,7 @@ def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any
     rng.shuffle(values)
     rows = [(b"k", v, i % 3, i // 3) for i, v in enumerate(values)]
     df = spark.createDataFrame(rows, "key binary, value binary, partition int, offset long")
-    agg = aggregate_batch(df, {})
+    agg = aggregate_batch(df, {}, carry=carry)
 
     expected: dict[str, int] = {}
     reasons: dict[tuple[int, int], str] = {}

@@ -1,8 +1,8 @@
 /*
  * The JVM's count of a batch: the order gate's verdicts summed inside each Spark task.
  *
- * An aggregate function over a record's value: per group (brewstream groups by input
- * partition), the quantity per drink of the orders OrderGate proves clean, how many those
+ * An aggregate function over a record's value: per group (GateCount's is one Spark
+ * task's rows), the quantity per drink of the orders OrderGate proves clean, how many those
  * are, and how many values it left (null ones included), which the Python path then
  * counts or sends to the DLQ (aggregate_batch in service/drink_count/aggregate.py). What
  * clean means and how an order is counted is OrderGate's alone; this class only adds up.
@@ -26,22 +26,12 @@ import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.Encoder;
 import org.apache.spark.sql.Encoders;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.expressions.Aggregator;
-import org.apache.spark.sql.functions;
 
 public final class GateTotals extends Aggregator<byte[], GateTotals.Totals, GateTotals.Totals> {
     private final int maxNameBytes;
 
     public GateTotals(int maxNameBytes) { this.maxNameBytes = maxNameBytes; }
-
-    /** Registers name(value) in the session once: a second registration of a name would
-     *  replace the first with a warning in the log, and aggregate_batch asks every batch. */
-    public static void register(SparkSession spark, String name, int maxNameBytes) {
-        if (!spark.catalog().functionExists(name)) {
-            spark.udf().register(name, functions.udaf(new GateTotals(maxNameBytes), Encoders.BINARY()));
-        }
-    }
 
     /** What a group adds up to; also the result, as struct<counts: map<string,bigint>,
      *  orders: bigint, unclean: bigint> (a bean: Spark maps it by its getters).

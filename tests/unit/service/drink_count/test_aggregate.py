@@ -1,4 +1,5 @@
 import json
+import struct
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -8,6 +9,7 @@ from service.drink_count.aggregate import (
     BadRecord,
     merge_partials,
     partial_counts,
+    read_gate_count,
     records_counted,
     small_row_bytes,
 )
@@ -116,3 +118,49 @@ def test_small_row_bytes_is_total(max_bytes: str | None, max_records: str | None
 def test_the_default_bound_sends_orders_up_to_3355_bytes_unmeasured() -> None:
     assert small_row_bytes(str(32 * 1024 * 1024), "10000") == 3355
     assert small_row_bytes("2147483647", "10000") is None
+
+
+def gate_blob(counts: dict[str, int], orders: int, unclean: int, overflow: bool, highest: dict[int, int],
+              carried: list[tuple[bytes | None, bytes | None, int, int]]) -> bytes:
+    """GateCount's blob as GateCount.java writes it (its layout is stated there)."""
+    def optional(b: bytes | None) -> bytes:
+        return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
+
+    out = struct.pack(">qqb", orders, unclean, overflow) + struct.pack(">i", len(counts))
+    for name, n in counts.items():
+        raw = name.encode("latin-1")
+        out += struct.pack(">i", len(raw)) + raw + struct.pack(">q", n)
+    out += struct.pack(">i", len(highest)) + b"".join(struct.pack(">iq", p, o) for p, o in highest.items())
+    out += struct.pack(">i", len(carried))
+    for key, value, p, o in carried:
+        out += struct.pack(">iq", p, o) + optional(key) + optional(value)
+    return out
+
+
+_i32, _i64 = st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)
+_rows = st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=40), _i32, _i64),
+                 max_size=8)
+
+
+@given(counts=st.dictionaries(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1), _i64,
+                              max_size=6),
+       orders=_i64, unclean=_i64, overflow=st.booleans(), highest=st.dictionaries(_i32, _i64, max_size=4),
+       carried=_rows)
+def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[str, int], orders: int, unclean: int,
+                                                        overflow: bool, highest: dict[int, int],
+                                                        carried: list[tuple[bytes | None, bytes | None, int, int]]
+                                                        ) -> None:
+    got = read_gate_count(gate_blob(counts, orders, unclean, overflow, highest, carried))
+    assert (got.counts, got.orders, got.unclean, got.overflow, got.highest) == (counts, orders, unclean, overflow,
+                                                                                highest)
+    assert [tuple(r.values()) for r in got.carried.to_pylist()] == carried
+
+
+@given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({"latte": 2}, 1, len(rows), False, {0: 9},
+                                                                       rows)[:-1]))
+def test_the_gate_count_reader_refuses_any_other_bytes_in_one_way(blob: bytes) -> None:
+    """Total: a blob that is not one gives ValueError, never anything else."""
+    try:
+        read_gate_count(blob)
+    except ValueError:
+        pass
