@@ -5,7 +5,10 @@ only reads the store, so flushing never holds up a batch.
 The snapshot is produced without a transaction: a lost one is replaced by the next.
 ``seq`` counts snapshots of this process; consumers that need order across restarts
 use ``ts``. Only the proven active instance publishes one (``may_publish``): a process
-woken after a takeover must not put an older count after a newer one.
+woken after a takeover must not put an older count after a newer one. A snapshot already
+handed to the producer when its process was frozen would still go out on waking, so it
+expires after ``stale_after_s`` (the takeover timeout): one frozen longer may have been
+taken over, and librdkafka drops the expired record instead of sending it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class BoardFlusher:
     def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
                  out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now,
                  on_flush: Callable[[float], None] | None = None,
-                 may_publish: Callable[[], bool] = lambda: True) -> None:
+                 may_publish: Callable[[], bool] = lambda: True, stale_after_s: float = 1.5) -> None:
         self.store = store
         self.topic = topic
         self.n = n
@@ -44,7 +47,8 @@ class BoardFlusher:
         self.on_flush = on_flush
         self.may_publish = may_publish
         self.seq = 0
-        self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
+        self._producer = conn.producer({"linger.ms": 0, "acks": "all",
+                                        "message.timeout.ms": max(1, int(stale_after_s * 1000))})
         self._max_bytes = max_record_bytes(conn, topic) - RECORD_OVERHEAD
         self._every = Every(interval_s, self.flush, "top-N flush")
 
@@ -70,10 +74,10 @@ class BoardFlusher:
         ranked = top_n(state.counts, self.n)
         self.seq += 1
         print(board_text(now, state.processed_orders, self.n, ranked), file=self.out, flush=True)
-        if not self.may_publish():
+        record = snapshot_record(self.seq, now, state.processed_orders, ranked, self._max_bytes)
+        if not self.may_publish():  # asked last, just before the produce
             log.debug("top-N snapshot %d not sent: this instance is not the proven active one", self.seq)
             return
-        record = snapshot_record(self.seq, now, state.processed_orders, ranked, self._max_bytes)
         try:
             self._producer.produce(self.topic, key=SNAPSHOT_KEY, value=record)
             self._producer.poll(0)

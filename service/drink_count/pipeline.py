@@ -43,7 +43,8 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
             store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
         make_reporter=lambda store, _sink, metrics, may_publish: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
-            on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe, may_publish=may_publish),
+            on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe, may_publish=may_publish,
+            stale_after_s=cfg.takeover_timeout_s),
         batch_module="service.drink_count.aggregate",
         dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
         routes=routes(),
