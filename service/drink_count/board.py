@@ -37,7 +37,7 @@ class BoardFlusher:
     def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
                  out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now,
                  on_flush: Callable[[float], None] | None = None,
-                 may_publish: Callable[[], bool] = lambda: True, stale_after_s: float = 1.5) -> None:
+                 may_publish: Callable[[], bool] = lambda: True, *, stale_after_s: float) -> None:
         self.store = store
         self.topic = topic
         self.n = n
