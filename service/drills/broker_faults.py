@@ -340,18 +340,26 @@ def _role(inst: Instance) -> str | None:
     return found[-1] if found else None
 
 
+def _events(text: str, n: int = 12) -> str:
+    """A daemon log's last ``n`` lines but its batch lines and boards: what it last did."""
+    lines = [ln for ln in text.splitlines() if ln[:2].isdigit() and BATCH_PATTERN.search(ln) is None]
+    return "\n".join(ln[:300] for ln in lines[-n:]) or "no output"
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else "no output"
 
 
-def ready(port: int) -> bool:
-    """Whether the daemon's /readyz says ready."""
+def unready(port: int) -> str | None:
+    """Why the daemon's /readyz does not say ready, or None when it does."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+            return None if resp.status == 200 else f"/readyz {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return exc.read().decode(errors="replace").strip()[:200] or f"/readyz {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"/readyz unanswered: {exc}"
 
 
 # ---------------------------------------------------------------- one pass
@@ -390,18 +398,25 @@ class Pass:
             raise BrewError(f"the cluster did not heal: {exc}") from None
         active = self.daemons.active()
 
-        def settled() -> bool:
+        def unsettled() -> str | None:
+            """What is still missing, or None."""
             commits, _ = self.watch.snapshot()
             if not commits or commits[-1] < began:
-                return False
-            if self.mode == "standby" and not all(is_standby(i.text()) for i in self.daemons.others(active)):
-                return False
-            return all(ready(self.ports[i.name]) for i in self.daemons.instances)
+                return f"no batch committed since the settle began; {active.name} is active"
+            if self.mode == "standby":
+                lagging = [i.name for i in self.daemons.others(active) if not is_standby(i.text())]
+                if lagging:
+                    return f"{', '.join(lagging)} not a standby"
+            why = [f"{i.name} {reason}" for i in self.daemons.instances
+                   if (reason := unready(self.ports[i.name])) is not None]
+            return "; ".join(why) or None
 
         try:
-            wait_until(settled, SETTLE_TIMEOUT_S, "the daemons to count and be ready again", every=0.2)
+            wait_until(lambda: unsettled() is None, SETTLE_TIMEOUT_S, "the daemons to count and be ready again",
+                       every=0.2)
         except WaitTimedOut as exc:
-            raise BrewError(str(exc)) from None
+            tails = "".join(f"\n{i.name}'s last events ({i.log}):\n{_events(i.text())}" for i in self.daemons.instances)
+            raise BrewError(f"{exc}: {unsettled()}{tails}") from None
 
     def leader_of(self, topic: str) -> tuple[int, int]:
         """A random partition of ``topic`` and its leader."""

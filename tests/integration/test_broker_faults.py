@@ -38,8 +38,10 @@ def test_every_broker_fault_once_with_a_standby_is_exact(healthy_kafka_cluster: 
                             latency_ms=500, latency_s=5.0, blackhole_s=REQUEST_TIMEOUT_S + 2, resets=2,
                             max_gap_s=1.5, work_dir=tmp_path)
     out = io.StringIO()
-    result = run_broker_drill(cfg, out)
-    print(out.getvalue())
+    try:
+        result = run_broker_drill(cfg, out)
+    finally:
+        print(out.getvalue())  # the drill's own account, on a failure too
     (run,) = result.passes
     assert sorted(f.kind for f in run.faults) == sorted(KINDS)
     assert run.exact, out.getvalue()[-3000:]
