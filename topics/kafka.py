@@ -213,14 +213,20 @@ _LEADER_RETRY_S = 0.05
 # One watermark request's share of the whole wait: a leader that answers does so in
 # milliseconds, and one that died is asked again elsewhere (see ``watermark_retry``).
 _WATERMARK_ATTEMPT_S = 2.0
-AGAIN, REFRESH = "again", "refresh"
+AGAIN, REFRESH, CHECK = "again", "refresh", "check"
+# What a client answers when its metadata cache lacks the partition: after a broker paused
+# or restarted, librdkafka's cache can miss a partition the cluster has (a standby's restore
+# was stopped by one). A partition the cluster really lacks (a topic deleted or shrunk) is
+# told apart by asking the cluster (``CHECK``).
+_MAYBE_UNKNOWN = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 
 def watermark_retry(err: KafkaError) -> str | None:
     """Pure: what a failed watermark request calls for. AGAIN: the partition has no leader
     yet, ask again; REFRESH: the broker the client took for the leader did not answer (it
     died, stopped or cannot be reached), so learn the leaders afresh before asking again;
-    None: raise it.
+    CHECK: the client does not know the partition, so ask the cluster whether it has it
+    (then as REFRESH) or not (raise); None: raise it.
 
     librdkafka sends a watermark request to the leader its metadata cache names, and a
     consumer that does not fetch from the partition never refreshes that entry by itself:
@@ -228,6 +234,8 @@ def watermark_retry(err: KafkaError) -> str | None:
     every call, until the cache's periodic refresh minutes later."""
     if err.code() in _NO_LEADER_YET:
         return AGAIN
+    if err.code() in _MAYBE_UNKNOWN:
+        return CHECK
     return REFRESH if is_transient(err) else None
 
 
@@ -235,9 +243,10 @@ def watermarks(consumer: Consumer, topic: str, partition: int,
                timeout: float = METADATA_TIMEOUT_S) -> tuple[int, int]:
     """(low, high) of one partition; with isolation.level=read_committed, high is the LSO.
 
-    Every watermark query goes through here: a partition without a leader yet, or a leader
-    that does not answer, is asked again (``watermark_retry``) until ``timeout``; past it,
-    and on any other error, the ``KafkaException`` is raised.
+    Every watermark query goes through here: a partition without a leader yet, a leader
+    that does not answer, or one the client forgot but the cluster has, is asked again
+    (``watermark_retry``) until ``timeout``; past it, and on any other error, the
+    ``KafkaException`` is raised (a forgotten partition's as a time-out: it is transient).
     """
     tp = TopicPartition(topic, partition)
     deadline = time.monotonic() + timeout
@@ -248,13 +257,40 @@ def watermarks(consumer: Consumer, topic: str, partition: int,
                                                                        _LEADER_RETRY_S), cached=False)
             return int(low), int(high)
         except KafkaException as exc:
-            action = watermark_retry(exc.args[0])
-            if action is None or deadline - time.monotonic() <= _LEADER_RETRY_S:
+            err = exc.args[0]
+            action = watermark_retry(err)
+            if action == CHECK:
+                listed = _listed(consumer, topic, partition, deadline)  # the client's metadata learnt afresh
+                if listed is False:
+                    raise  # the cluster answered, and has no such partition
+                err = KafkaError(KafkaError._TIMED_OUT, f"{err.str()}, though the cluster "
+                                 f"{'has it' if listed else 'did not say'}: its metadata has not reached this client")
+            if action is None:
                 raise
+            if deadline - time.monotonic() <= _LEADER_RETRY_S:
+                if err is exc.args[0]:
+                    raise
+                raise KafkaException(err) from None
             if action == REFRESH:
                 with contextlib.suppress(KafkaException):
                     consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
         time.sleep(_LEADER_RETRY_S)
+
+
+def _listed(consumer: Consumer, topic: str, partition: int, deadline: float) -> bool | None:
+    """Whether the cluster's metadata, asked now, has the partition; None when it did not answer."""
+    try:
+        meta = consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
+    except KafkaException:
+        return None
+    info = meta.topics.get(topic)
+    if info is None:
+        return False
+    if partition in info.partitions:
+        return True
+    if info.error is None or info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return False
+    return None  # the topic's metadata came with an error (no leader yet, say): it cannot tell
 
 
 def end_offsets(

@@ -266,11 +266,14 @@ class Daemon:
 
     def _be_active(self, took_over: TakeOver | None) -> str | None:
         cfg, p, store, health = self.cfg, self.p, self.store, self.health
+        steps = Steps()
         self.lease.set_role(STARTING)
         self.lease.claim()  # announced before the fencing below, so every reader sees this takeover first
+        steps.done("lease")
         changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes)
         try:
             changelog.start()  # fences any other writer of this changelog
+            steps.done("fencing")
             health.set(RESTORING, "catching up with the changelog")
             applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
                                              cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
@@ -280,6 +283,7 @@ class Daemon:
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
             if p.prepare is not None:
                 p.prepare(store, changelog)
+            steps.done("catch-up")
             health.set(STARTING, "starting the query")
             spark = self.spark()
             if self.stop.is_set():
@@ -306,7 +310,9 @@ class Daemon:
 
                 serving()
                 if took_over is not None and took_over.holder is not None:
-                    log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds())
+                    steps.done("query start")
+                    log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds(),
+                             f"silent {took_over.silent_s:.2f}s, {steps}")
                 for old in watches:
                     old.stop()
                 watches[:] = [ServingWatch(lambda: sink.seq, lambda: serving_problem(cfg.conn, self.topics()),
@@ -348,12 +354,28 @@ def spark_start_failure(master: str, text: str, log_file: Path) -> str:
 
 
 # Logged by a standby that became active, and read by the failover drill and benchmark.
-TOOK_OVER_LINE = "took over from %s after %.1fs"
+TOOK_OVER_LINE = "took over from %s after %.1fs (%s)"
 TOOK_OVER_PATTERN = re.compile(r"took over from (?P<instance>\S+) after (?P<seconds>[\d.]+)s")
 
 # How often a standby applies what its changelog gained (a few hundred records a second
 # at most arrive between two steps; at takeover only those are left).
 FOLLOW_EVERY_S = 0.2
+
+
+class Steps:
+    """How long each step of becoming active took, for the line that says it took over."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+        self._took: list[tuple[str, float]] = []
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self._took.append((step, now - self._last))
+        self._last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{step} {s:.2f}s" for step, s in self._took)
 
 
 @dataclass(frozen=True)
