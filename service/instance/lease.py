@@ -10,9 +10,10 @@ way to be). A watcher thread in every instance tails that partition.
   start, naming it; otherwise the holder is gone and it goes ahead.
 - A standby takes over once the holder has been silent for the takeover timeout. Silence
   is the broker's time from the standby's first own announcement after the holder's last
-  one to its latest one, through the same partition: one clock, whatever the hosts'
-  clocks say, and a standby cut off from Kafka, stalled itself, or kept out by a partition
-  nobody could write to (its leader lost), never mistakes that for the holder's death.
+  one to its latest one (a standby watching a holder announces more often), through the
+  same partition: one clock, whatever the hosts' clocks say, and a standby cut off from
+  Kafka, stalled itself, or kept out by a partition nobody could write to (its leader
+  lost), never mistakes that for the holder's death.
 - Taking the lease raises its generation: one more than any this instance has seen, and
   announced (and read back) before the new holder fences the changelog's writer. A holder
   that sees a later generation announced has been taken over: it stops writing. A holder
@@ -31,6 +32,7 @@ each other's leases still leave exactly one writer: the later one fences the ear
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import socket
@@ -50,11 +52,19 @@ from topics.kafka import KafkaConnection, unavailable, watermarks
 log = logging.getLogger("brewstream")
 
 LEASE_INTERVAL_S = 0.25
-TAKEOVER_TIMEOUT_S = 1.5
+# One second of the standby's own announcements with none from the holder: four missed
+# announcements. A holder's announcements stall only with its process (a broker's stall
+# stalls the standby's too, and silence is counted in them), and a takeover that a stall
+# caused anyway costs a role change, never a count (fencing, invariant 6 in ``restorer``).
+TAKEOVER_TIMEOUT_S = 1.0
+# How often a standby announces while another instance holds the lease: its own
+# announcements are the clock the holder's silence is read on, so their spacing is the
+# takeover's slack (at LEASE_INTERVAL_S, up to two intervals past the timeout).
+WATCHING_INTERVAL_S = 0.05
 LEASE_PARTITION = 0
 _TAIL = 2000  # announcements read back at start: far more than any timeout's worth
-# Our own announcements kept for ``lease_state``: at the default interval a minute's worth,
-# far more than a takeover timeout (older ones span the timeout by themselves).
+# Our own announcements kept for ``lease_state``: twice a takeover timeout's worth at the
+# fastest announcing, and at least 256 (older ones span the timeout by themselves).
 _OWN_KEPT = 256
 
 
@@ -148,6 +158,14 @@ def overtaken(holding: bool, generation: int, token: str, holder: Seen | None) -
             and (holder.what.generation, holder.what.token) > (generation, token))
 
 
+def announcement_interval(interval_s: float, holding: bool, holder: Seen | None) -> float:
+    """Pure: how long until the next announcement. A standby watching a live holder
+    announces every WATCHING_INTERVAL_S (or its interval, if shorter); everyone else every
+    interval."""
+    watching = not holding and holder is not None and holder.what.role not in _GONE
+    return min(interval_s, WATCHING_INTERVAL_S) if watching else interval_s
+
+
 def next_generation(seen: Iterable[Seen]) -> int:
     """Pure: the generation a takeover announces: one more than any seen."""
     return 1 + max((s.what.generation for s in seen), default=0)
@@ -178,7 +196,8 @@ class Lease:
         self._lock = threading.Lock()
         self._latest: dict[str, Seen] = {}  # token -> latest announcement of that process
         self._own_latest: Seen | None = None
-        self._own_seen: deque[Seen] = deque(maxlen=_OWN_KEPT)  # our own announcements read back, in order
+        kept = max(_OWN_KEPT, 2 * math.ceil(timeout_s / min(interval_s, WATCHING_INTERVAL_S)))
+        self._own_seen: deque[Seen] = deque(maxlen=kept)  # our own announcements read back, in order
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._seq: Callable[[], int] = lambda: 0
@@ -342,8 +361,12 @@ class Lease:
     # ---------------------------------------------------------------- threads
 
     def _announce_loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self._next_announcement_in()):
             self.announce()
+
+    def _next_announcement_in(self) -> float:
+        with self._lock:
+            return announcement_interval(self.interval_s, self._holds, self._holder())
 
     def _watch_loop(self, consumer: Consumer) -> None:
         try:

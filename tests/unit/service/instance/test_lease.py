@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,8 +11,10 @@ from service.instance.lease import (
     HELD,
     LAPSED,
     RELEASED,
+    WATCHING_INTERVAL_S,
     Announcement,
     Seen,
+    announcement_interval,
     current_holder,
     lease_state,
     next_generation,
@@ -125,3 +128,14 @@ def test_any_bytes_decode_to_an_announcement_or_none(raw: bytes) -> None:
 def test_an_announcement_round_trips() -> None:
     a = Announcement("x", "h", 7, "/s", "c", "standby", False, 3, 250, "tok", 5)
     assert Announcement.decode(a.encode()) == a
+
+
+@pytest.mark.parametrize("role", ROLES)
+@given(interval=st.floats(0.001, 10), holding=st.booleans(), holder_seen=st.booleans())
+def test_only_a_standby_watching_a_live_holder_announces_faster(role: str, interval: float, holding: bool,
+                                                                 holder_seen: bool) -> None:
+    holder = seen(10, 1_000, role) if holder_seen else None
+    got = announcement_interval(interval, holding, holder)
+    watching = not holding and holder_seen and role not in ("fenced", "stopped")
+    assert got == (min(interval, WATCHING_INTERVAL_S) if watching else interval)
+    assert 0 < got <= interval
