@@ -53,9 +53,10 @@ log = logging.getLogger("brewstream")
 
 LEASE_INTERVAL_S = 0.25
 # One second of the standby's own announcements with none from the holder: four missed
-# announcements. A holder's announcements stall only with its process (a broker's stall
-# stalls the standby's too, and silence is counted in them), and a takeover that a stall
-# caused anyway costs a role change, never a count (fencing, invariant 6 in ``restorer``).
+# announcements. A holder's announcements stall with its process, or with its own clients'
+# way to the cluster (a broker's stall stalls the standby's too, and silence is counted in
+# them); a takeover a stall caused costs a role change, never a count (fencing, invariant
+# 6 in ``restorer``).
 TAKEOVER_TIMEOUT_S = 1.0
 # How often a standby announces while another instance holds the lease: its own
 # announcements are the clock the holder's silence is read on, so their spacing is the
