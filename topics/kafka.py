@@ -263,24 +263,28 @@ def watermarks(consumer: Consumer, topic: str, partition: int,
                 listed = _listed(consumer, topic, partition, deadline)  # the client's metadata learnt afresh
                 if listed is False:
                     raise  # the cluster answered, and has no such partition
-                err = KafkaError(KafkaError._TIMED_OUT, f"{err.str()}, though the cluster "
-                                 f"{'has it' if listed else 'did not say'}: its metadata has not reached this client")
-            if action is None:
+                if deadline - time.monotonic() <= _LEADER_RETRY_S:
+                    cluster = "has it" if listed else "did not say"
+                    text = f"{err.str()}, though the cluster {cluster}: its metadata has not reached this client"
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, text)) from None
+            elif action is None or deadline - time.monotonic() <= _LEADER_RETRY_S:
                 raise
-            if deadline - time.monotonic() <= _LEADER_RETRY_S:
-                if err is exc.args[0]:
-                    raise
-                raise KafkaException(err) from None
-            if action == REFRESH:
+            elif action == REFRESH:
                 with contextlib.suppress(KafkaException):
-                    consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
+                    _learn_metadata(consumer, topic, deadline)
         time.sleep(_LEADER_RETRY_S)
+
+
+def _learn_metadata(consumer: Consumer, topic: str, deadline: float) -> Any:
+    """The topic's metadata asked of the cluster now (the client's cache learns it too), for
+    at most a second and not past ``deadline``."""
+    return consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
 
 
 def _listed(consumer: Consumer, topic: str, partition: int, deadline: float) -> bool | None:
     """Whether the cluster's metadata, asked now, has the partition; None when it did not answer."""
     try:
-        meta = consumer.list_topics(topic, timeout=max(_LEADER_RETRY_S, min(1.0, deadline - time.monotonic())))
+        meta = _learn_metadata(consumer, topic, deadline)
     except KafkaException:
         return None
     info = meta.topics.get(topic)
