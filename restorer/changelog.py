@@ -136,7 +136,7 @@ class ChangelogWriter:
             err = exc.args[0]
             if err.code() in _FENCED_CODES or is_fatal(err):
                 raise Fenced(f"another instance took over the changelog {self.topic} (this one was fenced "
-                             f"out: {err.str()}); this one stops, its store as of its last committed "
+                             f"out: {err.str()}); it commits nothing more, its store as of its last committed "
                              "batch") from None
             if err.txn_requires_abort():
                 self._abort()

@@ -12,7 +12,8 @@ was lost, refusing a changelog that cannot serve it), check that the input still
 what the store has to count, pick the start point, and only then start the query. As a
 standby: lock, warm Spark, restore the store and follow the changelog until the lease
 lapses; then the same steps as active, with only the last few records left to apply. A
-fenced active stops, or goes back to standby when it may.
+fenced active goes back to standby when another instance took it over (or it was started
+as one); fenced by a writer outside the lease, or in an ``--available-now`` run, it stops.
 """
 
 from __future__ import annotations
@@ -159,19 +160,27 @@ class Daemon:
                 return 0
             took_over = TakeOver(previous, 0.0, time.monotonic()) if previous is not None else None
         resume = False  # back to the role Kafka's trouble interrupted
+        standby = self.cfg.standby
         while not self.stop.is_set():
             try:
-                if self.cfg.standby and not resume:
+                if standby and not resume:
                     took_over = self._stand_by()
                     if self.stop.is_set():
                         return 0
                 resume = False
                 failure = self._be_active(took_over)
             except Fenced as exc:
-                if not self.cfg.standby:
+                # Taken over by the rules (another live instance announced a later lease),
+                # whatever this one was started as, it stands by behind the new holder: an
+                # active cut off from the cluster for a moment loses its role, not its
+                # process. Fenced with no such holder (a writer that bypassed the lease), or
+                # a run that was to end anyway, it stops.
+                holder = None if self.cfg.available_now else self.lease.superseded_by(SUPERSEDED_WAIT_S)
+                if not (standby or holder is not None):
                     raise
                 self.health.set(FENCED, str(exc))
-                log.warning("%s; back to standby", exc)
+                log.warning("%s; back to standby%s", exc, f" behind {holder.instance}" if holder else "")
+                standby = True
                 continue
             except StoreGone as exc:
                 # Its files went with the folder: what it committed is in the changelog.
@@ -353,6 +362,9 @@ def spark_start_failure(master: str, text: str, log_file: Path) -> str:
     return f"Spark did not start on {master}: {failure_line(text)}{where} (Spark's log: {log_file})"
 
 
+# How long a fenced active waits to read the takeover that fenced it (announced before
+# the fencing; its watcher may be behind after a pause or a network fault).
+SUPERSEDED_WAIT_S = 5.0
 # Logged by a standby that became active, and read by the failover drill and benchmark.
 TOOK_OVER_LINE = "took over from %s after %.1fs (%s)"
 TOOK_OVER_PATTERN = re.compile(r"took over from (?P<instance>\S+) after (?P<seconds>[\d.]+)s")

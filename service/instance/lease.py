@@ -298,6 +298,21 @@ class Lease:
     def _holder(self) -> Seen | None:
         return current_holder(s for t, s in self._latest.items() if t != self.me.token and s.what.holds_lease)
 
+    def superseded_by(self, wait_s: float = 0.0) -> Announcement | None:
+        """Another live process that holds the lease at a later generation than this
+        instance's last (it took this one over), or None when none is seen within ``wait_s``
+        (the takeover is announced before its fencing, but our watcher may read it later)."""
+        end = time.monotonic() + wait_s
+        with self._lock:
+            while True:
+                seen = self._holder()
+                if overtaken(True, self._generation, self.me.token, seen):
+                    assert seen is not None
+                    return seen.what
+                if time.monotonic() >= end:
+                    return None
+                self._changed.wait(0.05)
+
     def check_first_start(self) -> Announcement | None:
         """Before starting as active: refuse while another home holds a live lease.
         Returns the holder taken over from, if its lease lapsed (or it stopped uncleanly)."""

@@ -86,8 +86,9 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
     assert_exact(pipe, a, feed, tmp_path)
 
 
-def test_a_paused_zombie_commits_nothing_more(pipe: Pipeline, tmp_path: Path) -> None:
-    """SIGSTOP the active past the takeover timeout, let the standby take over, SIGCONT it."""
+def test_a_paused_zombie_commits_nothing_more_and_stands_by(pipe: Pipeline, tmp_path: Path) -> None:
+    """SIGSTOP the active past the takeover timeout, let the standby take over, SIGCONT it:
+    fenced, it commits nothing more and stands by behind the new active."""
     feed = Feed(pipe, 2000, seed=71, seconds=40)
     feed.start()
     a = Instance(pipe, tmp_path, "a").start()
@@ -102,16 +103,21 @@ def test_a_paused_zombie_commits_nothing_more(pipe: Pipeline, tmp_path: Path) ->
         feed.more(50, seed=76)
         wait_until(lambda: b.text().count("INFO batch ") >= 2, 120, "batches on the new active")
         paused_seq = a.seq()
+        before_wake = len(a.text())
         a.signal(signal.SIGCONT)
-        assert a.proc is not None
-        assert a.proc.wait(120) == 1, a.text()[-3000:]
-        last = a.text().strip().splitlines()[-1]
-        assert last.startswith("brewstream: error: ") and ("took the lease over" in last or "fenced" in last), last
+        # Taken over, it stands by behind the new active, whatever it was started as.
+        a.wait_for("; back to standby behind ")
+        a.wait_for("role: standby")
+        after_wake = a.text()[before_wake:]
+        assert "role: fenced" in after_wake and "Traceback" not in after_wake, after_wake[-3000:]
         # Nothing more reached its store than the batch it may have had between its two commits.
-        assert a.seq() <= paused_seq + 1
-        assert "role: fenced" in a.text()
+        woken_batches = [int(s) for s in re.findall(r"INFO batch \d+ \(seq (\d+)\)", after_wake)]
+        assert all(s <= paused_seq + 1 for s in woken_batches), after_wake[-3000:]
         feed.join(120)
         wait_until(lambda: drained(pipe, b), 240, "the new active to count every order", every=1.0)
+        wait_until(lambda: a.seq() == b.seq(), 120, "the woken one, now a standby, to follow the new active")
+        assert a.proc is not None and a.proc.poll() is None, a.text()[-3000:]
+        assert a.stop() == 0, a.text()[-3000:]
         assert b.stop() == 0, b.text()[-3000:]
     finally:
         feed.done.set()
