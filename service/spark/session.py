@@ -12,7 +12,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from service.spark.conf import (
     spark_home_problem,
     their_java_options,
 )
+from service.spark.launch import started_directly
 from service.spark.shipped_code import code_zip
 from topics.errors import BrewError
 from topics.kafka_config import hidden_values, redact
@@ -138,7 +139,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         builder = builder.config(key, value)
     try:
         with _session_python(executor_python(master, from_file, user)), _keep_sigint(), \
-                _jvm_stderr_filtered(launching):
+                _jvm_stderr_filtered(launching), started_directly() if launching else nullcontext():
             spark = builder.getOrCreate()
     except BaseException:
         archive.release()

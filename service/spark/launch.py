@@ -1,0 +1,175 @@
+"""Spark's driver JVM started without spark-submit's scripts, from a command kept from the last
+start with the same inputs.
+
+pyspark starts its JVM as ``bin/spark-submit --conf … pyspark-shell``: a bash script that
+exports ``PYTHONHASHSEED=0`` and runs ``bin/spark-class``, which sources
+``load-spark-env.sh`` (the conf folder's ``spark-env.sh``, the Scala version), then starts a
+*launcher* JVM (``org.apache.spark.launcher.Main``) only to print the real command (class
+path, memory, Java options, the module flags Java 17 needs) and ``exec``\\ s it. The scripts
+and the launcher are about 0.35 s of CPU and wall before the driver's JVM even starts, on
+every start, for a command that depends only on what goes in.
+
+So this module does what those scripts do, in this process: the same environment, the
+launcher run once for a given set of inputs, its command kept in the JVM cache folder
+(``jvm_archive.cache_dir``) under a digest of everything the launcher reads (the arguments,
+every ``SPARK_*``, ``PYSPARK_*``, ``JAVA_*``, ``HADOOP_*`` and ``YARN_*`` variable,
+spark-defaults.conf, the java binary, Spark's jars), and the driver started from it
+directly. Whenever the scripts would do something this module does not (a
+``spark-env.sh`` to source, no java to find, a launcher that refuses the arguments), the
+scripts run as before, and say what is wrong in their own words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from service.spark import jvm_archive
+
+log = logging.getLogger("brewstream")
+
+LAUNCHER_CLASS = "org.apache.spark.launcher.Main"
+SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
+# The prefixes of every variable Spark's launcher (or a spark-env.sh it would source) reads.
+_READ_BY_LAUNCHER = ("SPARK_", "PYSPARK_", "JAVA_", "HADOOP_", "YARN_", "_SPARK")
+# pyspark's own, new at every start, and read only by the driver once it runs.
+_PER_START = ("_PYSPARK_DRIVER_CONN_INFO_PATH",)
+_KEPT = 64  # commands kept; the oldest beyond that are removed
+_SCALA = re.compile(r"^\s*export SPARK_SCALA_VERSION=([\w.]+)\s*$", re.M)
+
+
+@contextmanager
+def started_directly() -> Iterator[None]:
+    """While pyspark launches its gateway inside this block, its ``spark-submit`` is started
+    as the driver's JVM command itself (see the module's doc)."""
+    import pyspark.java_gateway as gateway
+
+    popen = gateway.Popen
+
+    def direct(command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        env = kwargs.get("env")
+        java = driver_command(list(command), env) if env is not None else None
+        return popen(command if java is None else java, **kwargs)
+
+    setattr(gateway, "Popen", direct)  # noqa: B010 - pyspark's module-level name, for this block only
+    try:
+        yield
+    finally:
+        setattr(gateway, "Popen", popen)  # noqa: B010
+
+
+def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
+    """The driver JVM's command for pyspark's ``spark-submit`` ``command``, with ``env``
+    (pyspark's, changed in place) set as the scripts would set it; None when the scripts
+    must run themselves. Never raises: any surprise falls back to the scripts."""
+    try:
+        submit = Path(command[0])
+        if submit.name != "spark-submit":
+            return None
+        home = Path(env.get("SPARK_HOME") or submit.parent.parent)
+        folder = Path(env.get("SPARK_CONF_DIR") or home / "conf")  # load-spark-env.sh's choice
+        scala = _SCALA.search((home / "bin" / "load-spark-env.sh").read_text())
+        java = _java(env)
+        if scala is None or java is None or (folder / "spark-env.sh").exists():
+            return None
+        # What spark-submit, find-spark-home and load-spark-env.sh export, set only when the
+        # driver is started here (otherwise the scripts set them themselves).
+        exported = {"SPARK_HOME": str(home), "PYTHONHASHSEED": "0", "SPARK_ENV_LOADED": "1",
+                    "SPARK_CONF_DIR": str(folder), "SPARK_SCALA_VERSION": scala.group(1)}
+        full, args = {**env, **exported}, command[1:]
+        cache = jvm_archive.cache_dir()
+        kept = None if cache is None else cache / "launch" / f"{_digest(args, full, java, home, folder)}.json"
+        built = _kept(kept) if kept is not None else None
+        if built is None:
+            built = _run_launcher(java, home, args, full)
+            if built is not None and kept is not None:
+                _keep(kept, built)
+        if built is not None:
+            env.update(exported)
+        return built
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        log.debug("starting Spark's JVM through spark-submit", exc_info=True)
+        return None
+
+
+def _kept(path: Path) -> list[str] | None:
+    """The command kept at ``path``; None when there is none, or not a whole one."""
+    try:
+        command = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(command, list) and all(isinstance(a, str) for a in command) and SUBMIT_CLASS in command):
+        return None
+    os.utime(path)  # the most recently used are the ones kept
+    return command
+
+
+def _java(env: Mapping[str, str]) -> str | None:
+    """spark-class's choice: ``$JAVA_HOME/bin/java``, else ``java`` on the PATH."""
+    if env.get("JAVA_HOME"):
+        return str(Path(env["JAVA_HOME"]) / "bin" / "java")
+    return shutil.which("java", path=env.get("PATH"))
+
+
+def _digest(args: list[str], env: Mapping[str, str], java: str, home: Path, folder: Path) -> str:
+    """Everything the launcher's command depends on."""
+    defaults = folder / "spark-defaults.conf"
+    binary = Path(java).resolve()
+    stat = binary.stat()
+    jars = home / "jars"
+    inputs = {
+        "args": args,
+        "env": sorted((k, v) for k, v in env.items() if k.startswith(_READ_BY_LAUNCHER) and k not in _PER_START),
+        "defaults": defaults.read_text(errors="replace") if defaults.is_file() else None,
+        "java": [str(binary), stat.st_size, stat.st_mtime_ns],
+        "jars": sorted(p.name for p in jars.iterdir()) if jars.is_dir() else None,
+    }
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]
+
+
+def _run_launcher(java: str, home: Path, args: list[str], env: Mapping[str, str]) -> list[str] | None:
+    """What ``bin/spark-class`` runs to build the command, parsed the way it parses it (lines,
+    then a NUL line, then NUL-separated arguments); None when it refuses."""
+    launcher = [java, "-Xmx128m", *shlex.split(env.get("SPARK_LAUNCHER_OPTS", "")),
+                "-cp", str(home / "jars" / "*"), LAUNCHER_CLASS, SUBMIT_CLASS, *args]
+    done = subprocess.run(launcher, env=dict(env), capture_output=True, timeout=120, check=False)
+    return parse_launcher_output(done.stdout) if done.returncode == 0 else None
+
+
+def parse_launcher_output(out: bytes) -> list[str] | None:
+    """Pure: the command in the launcher's output, as ``bin/spark-class`` reads it: lines to
+    print (any at all mean a complaint: None, and the scripts print it), a NUL line, then
+    each argument ended by a NUL. None for anything else, or a command that is not
+    SparkSubmit's."""
+    marker = out.find(b"\0\n")
+    if marker < 0 or out[:marker].strip() or not out.endswith(b"\0"):
+        return None
+    try:
+        built = [a.decode() for a in out[marker + 2:-1].split(b"\0")]
+    except UnicodeDecodeError:
+        return None
+    return built if SUBMIT_CLASS in built else None
+
+
+def _keep(path: Path, command: list[str]) -> None:
+    """Written whole (a temporary file renamed), the oldest beyond ``_KEPT`` removed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(f".{os.getpid()}.part")
+        part.write_text(json.dumps(command))
+        part.replace(path)
+        kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        log.debug("keeping Spark's JVM command failed", exc_info=True)
