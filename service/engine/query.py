@@ -111,6 +111,13 @@ def drop_checkpoint(checkpoint_dir: Path) -> None:
         raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
 
 
+def source_options(p: Pipeline, cfg: RunConfig) -> dict[str, str]:
+    """Spark's Kafka source for the pipeline's input, for the query and a standby's warm-up
+    alike: brewstream's settings, then the connection's (--kafka-config's win), then the
+    pipeline's own."""
+    return {**SOURCE_DEFAULTS, **cfg.conn.spark_options(), "subscribe": p.input_topic, **p.reader_options}
+
+
 # One attempt of the driver's admin client (listing the latest offsets): the request
 # timeout and a few seconds more for the metadata it asks first.
 ADMIN_ATTEMPT_S = REQUEST_TIMEOUT_S + 5.0
@@ -151,8 +158,7 @@ SOURCE_DEFAULTS = {
 
 def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
                  start: StartPoint) -> StreamingQuery:
-    reader = (spark.readStream.format("kafka").options(**SOURCE_DEFAULTS).options(**cfg.conn.spark_options())
-              .option("subscribe", p.input_topic).options(**p.reader_options))
+    reader = spark.readStream.format("kafka").options(**source_options(p, cfg))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)
@@ -194,8 +200,7 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
         p.dry_run(df)
 
     with tempfile.TemporaryDirectory(prefix="brewstream-warm-") as checkpoint:
-        query = (spark.readStream.format("kafka").options(**SOURCE_DEFAULTS).options(**cfg.conn.spark_options())
-                 .option("subscribe", p.input_topic).options(**p.reader_options)
+        query = (spark.readStream.format("kafka").options(**source_options(p, cfg))
                  .option("startingOffsets", json.dumps(start)).load()
                  .writeStream.foreachBatch(dry_run)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
