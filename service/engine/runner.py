@@ -175,7 +175,8 @@ class Daemon:
                 # active cut off from the cluster for a moment loses its role, not its
                 # process. Fenced with no such holder (a writer that bypassed the lease), or
                 # a run that was to end anyway, it stops.
-                holder = None if self.cfg.available_now else self.lease.superseded_by(SUPERSEDED_WAIT_S)
+                holder = None if self.cfg.available_now else \
+                    self.lease.superseded_by(0.0 if standby else SUPERSEDED_WAIT_S)
                 if not (standby or holder is not None):
                     raise
                 self.health.set(FENCED, str(exc))
