@@ -304,14 +304,9 @@ class Lease:
         (the takeover is announced before its fencing, but our watcher may read it later)."""
         end = time.monotonic() + wait_s
         with self._lock:
-            while True:
-                seen = self._holder()
-                if overtaken(True, self._generation, self.me.token, seen):
-                    assert seen is not None
-                    return seen.what
-                if time.monotonic() >= end:
-                    return None
+            while (taker := self._overtaker()) is None and time.monotonic() < end:
                 self._changed.wait(0.05)
+            return taker
 
     def check_first_start(self) -> Announcement | None:
         """Before starting as active: refuse while another home holds a live lease.
@@ -370,9 +365,13 @@ class Lease:
         """While holding the lease: another process that took it over (a later generation),
         or None."""
         with self._lock:
-            seen = self._holder()
-            return seen.what if seen is not None and overtaken(self._holds, self._generation, self.me.token,
-                                                               seen) else None
+            return self._overtaker() if self._holds else None
+
+    def _overtaker(self) -> Announcement | None:
+        """Another live process holding the lease at a later generation than this
+        instance's last, or None."""
+        seen = self._holder()
+        return seen.what if seen is not None and overtaken(True, self._generation, self.me.token, seen) else None
 
     # ---------------------------------------------------------------- threads
 

@@ -35,7 +35,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,13 +175,21 @@ def _holds_files(path: Path) -> bool:
         return False
 
 
+def java_binary(env: Mapping[str, str] | None = None) -> str | None:
+    """spark-class's choice of Java: ``$JAVA_HOME/bin/java``, else ``java`` on the PATH
+    (None: there is none)."""
+    env = os.environ if env is None else env
+    if env.get("JAVA_HOME"):
+        return str(Path(env["JAVA_HOME"]) / "bin" / "java")
+    return shutil.which("java", path=env.get("PATH"))
+
+
 def _key(jars: list[Path], on_class_path: bool) -> str:
     """What an archive depends on: the Java binary the launcher runs, pyspark, the jars and
     whether they are on the class path (the JVM maps no archive written for another one)."""
     import pyspark
 
-    java_home = os.environ.get("JAVA_HOME")
-    java = Path(java_home) / "bin" / "java" if java_home else Path(shutil.which("java") or "java")
+    java = Path(java_binary() or "java")
     parts = [pyspark.__version__, str(Path(pyspark.__file__).parent), f"class path: {on_class_path}"]
     for path in [java.resolve(), *jars]:
         try:

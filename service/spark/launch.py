@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -79,7 +78,7 @@ def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
         home = Path(env.get("SPARK_HOME") or submit.parent.parent)
         folder = Path(env.get("SPARK_CONF_DIR") or home / "conf")  # load-spark-env.sh's choice
         scala = _SCALA.search((home / "bin" / "load-spark-env.sh").read_text())
-        java = _java(env)
+        java = jvm_archive.java_binary(env)
         if scala is None or java is None or (folder / "spark-env.sh").exists():
             return None
         # What spark-submit, find-spark-home and load-spark-env.sh export, set only when the
@@ -112,13 +111,6 @@ def _kept(path: Path) -> list[str] | None:
         return None
     os.utime(path)  # the most recently used are the ones kept
     return command
-
-
-def _java(env: Mapping[str, str]) -> str | None:
-    """spark-class's choice: ``$JAVA_HOME/bin/java``, else ``java`` on the PATH."""
-    if env.get("JAVA_HOME"):
-        return str(Path(env["JAVA_HOME"]) / "bin" / "java")
-    return shutil.which("java", path=env.get("PATH"))
 
 
 def _digest(args: list[str], env: Mapping[str, str], java: str, home: Path, folder: Path) -> str:
