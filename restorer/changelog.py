@@ -24,7 +24,7 @@ from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, TopicShape, describe_topic, is_transient, unavailable
 from topics.partitioner import murmur2_partition
-from topics.records import close_transactional, is_fatal, produce_waiting
+from topics.records import close_transactional, is_fenced, produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ COMMIT_WAIT_S = 30.0
 # The producer blocks once this much is queued, so a batch with a flood of big DLQ records
 # streams through it instead of piling up in memory.
 QUEUE_KBYTES = 64 * 1024
-_FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
 def transactional_id(changelog_topic: str) -> str:
@@ -134,7 +133,7 @@ class ChangelogWriter:
             self._commit()  # serves every delivery report before it returns
         except KafkaException as exc:
             err = exc.args[0]
-            if err.code() in _FENCED_CODES or is_fatal(err):
+            if is_fenced(err):
                 raise Fenced(f"another instance took over the changelog {self.topic} (this one was fenced "
                              f"out: {err.str()}); it commits nothing more, its store as of its last committed "
                              "batch") from None

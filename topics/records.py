@@ -49,6 +49,15 @@ def is_fatal(err: KafkaError) -> bool:
     return bool(err.fatal()) or err.code() == KafkaError._FATAL
 
 
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def is_fenced(err: KafkaError) -> bool:
+    """True once a newer producer registered the same transactional.id (or the producer can
+    do no more for another fatal reason): it must never write again."""
+    return err.code() in _FENCED or is_fatal(err)
+
+
 def close_transactional(producer: Producer, timeout_s: float = 10.0) -> KafkaError | None:
     """Serve a transactional producer's last delivery reports on the way out, and never raise.
 

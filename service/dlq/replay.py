@@ -36,7 +36,7 @@ from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, deletion_risk, max_record_bytes, partitions_of, topic_exists
-from topics.records import close_transactional, headers_of, is_fatal, produce_waiting, read_at, read_from
+from topics.records import close_transactional, headers_of, is_fenced, produce_waiting, read_at, read_from
 from topics.retention import keep_records_fix
 
 log = logging.getLogger("brewstream")
@@ -47,7 +47,6 @@ TXN_TIMEOUT_S = 60.0  # for each call on the transaction
 # which may take a while for big ones; the broker allows up to 15 minutes by default.
 TXN_OPEN_S = 300.0
 DEFAULT_BATCH = 500
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 ALREADY = "already replayed"
 NOT_OURS = "not written by brewstream"
@@ -218,7 +217,7 @@ class Sender:
             if quiet:
                 log.warning("could not %s the replay's transaction: %s", what, err.str())
                 return
-            if err.code() in _FENCED or is_fatal(err):
+            if is_fenced(err):
                 raise BrewError("another `brewstream dlq replay` of this DLQ took over and this one stopped; what "
                                 "it committed stays replayed") from None
             raise BrewError(f"the replay could not {what}: {err.str()}"

@@ -2,13 +2,15 @@
 printed table and one JSON snapshot on the output topic. It runs on its own thread and
 only reads the store, so flushing never holds up a batch.
 
-The snapshot is produced without a transaction: a lost one is replaced by the next.
-``seq`` counts snapshots of this process; consumers that need order across restarts
-use ``ts``. Only the proven active instance publishes one (``may_publish``): a process
-woken after a takeover must not put an older count after a newer one. A snapshot already
-handed to the producer when its process was frozen would still go out on waking, so it
-expires after ``stale_after_s`` (the takeover timeout): one frozen longer may have been
-taken over, and librdkafka drops the expired record instead of sending it.
+Only the active instance's snapshots reach a ``read_committed`` reader, and in order:
+each snapshot is its own transaction under a ``transactional.id`` derived from the
+changelog's (``board_transactional_id``), registered by each active spell before its
+first snapshot. A process woken after a takeover is thus fenced by the broker, whatever
+it was doing when it froze: a snapshot it had built, queued or even sent uncommitted is
+refused or aborted, never put after the new active's. ``may_publish`` (the lease's proof
+that this instance is the active one) only saves the work of a snapshot that could not
+count. A lost snapshot is replaced by the next; ``seq`` counts snapshots of this process,
+and consumers that need order across restarts use ``ts``.
 """
 
 from __future__ import annotations
@@ -20,24 +22,112 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
+from restorer.changelog import transactional_id
 from restorer.store import Store
 from service.drink_count.counts import drink_counts
 from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
 from service.instance.periodic import Every
 from topics.kafka import KafkaConnection, max_record_bytes
-from topics.records import RECORD_OVERHEAD
+from topics.records import RECORD_OVERHEAD, close_transactional, is_fenced
 
 log = logging.getLogger("brewstream")
 FINAL_PROOF_WAIT_S = 3.0
+# A snapshot's transaction is one record: a killed active's open one holds the topic's
+# last stable offset back until the next active registers, or for this long at most.
+TXN_TIMEOUT_S = 10.0
+# How long one flush waits for Kafka (registering, committing) before it gives the
+# snapshot up; the flush thread is the board's own, so only the board waits.
+SEND_WAIT_S = 5.0
+
+
+def board_transactional_id(changelog_topic: str) -> str:
+    """One per changelog, like the changelog's own (``restorer.changelog.transactional_id``):
+    every active spell's board fences the boards of the spells before it."""
+    return f"{transactional_id(changelog_topic)}:board"
+
+
+class SnapshotSender:
+    """Sends each snapshot in a transaction of its own and never raises: a snapshot the
+    cluster refuses is logged and dropped. Once fenced (another active registered the same
+    id), it sends nothing more."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, txn_id: str) -> None:
+        self.topic = topic
+        self.txn_id = txn_id
+        self.fenced = False
+        self._registered = False
+        self._unfinished: str | None = None  # "commit" or "abort": what the last send left to finish
+        self._producer: Producer = conn.producer({
+            "transactional.id": txn_id, "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
+            "message.timeout.ms": int(TXN_TIMEOUT_S * 1000), "linger.ms": 0})
+
+    def send(self, seq: int, record: bytes, before_commit: Callable[[], None] | None = None) -> bool:
+        """True once the snapshot is committed. ``before_commit`` runs between the produce and
+        the commit (drills: another instance registering there)."""
+        if self.fenced:
+            return False
+        p = self._producer
+        try:
+            if not self._registered:
+                p.init_transactions(SEND_WAIT_S)  # fences every earlier sender of this id
+                self._registered = True
+            self._finish()
+            p.begin_transaction()
+            self._unfinished = "abort"
+            p.produce(self.topic, key=SNAPSHOT_KEY, value=record)
+            self._unfinished = "commit"
+            if before_commit is not None:
+                before_commit()
+            p.commit_transaction(SEND_WAIT_S)
+            self._unfinished = None
+            return True
+        except (BufferError, KafkaException) as exc:
+            self._failed(seq, exc)
+            return False
+
+    def _finish(self) -> None:
+        """What a failed send left open. A commit that timed out may be asked again (its
+        snapshot is older than the one about to go, so the order holds); a transaction in
+        error is aborted."""
+        if self._unfinished == "commit":
+            self._producer.commit_transaction(SEND_WAIT_S)
+        elif self._unfinished == "abort":
+            self._producer.abort_transaction(SEND_WAIT_S)
+        self._unfinished = None
+
+    def _failed(self, seq: int, exc: BufferError | KafkaException) -> None:
+        err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if isinstance(err, KafkaError) and is_fenced(err):
+            self.fenced = True
+            log.warning("top-N snapshot %d not sent: another instance registered the board's transactions as "
+                        "%s (%s); this one sends no more snapshots", seq, self.txn_id, err.str())
+            return
+        if isinstance(err, KafkaError):
+            if err.txn_requires_abort():
+                self._unfinished = "abort"
+            elif err.code() == KafkaError._STATE:
+                # Nothing of ours is open where the call expected it (an abort of what the
+                # cluster had already ended): start clean next time.
+                self._unfinished = None
+            # Otherwise (retriable: the cluster away) the same step is asked again next time.
+        elif self._unfinished == "commit":  # a full local queue: no commit began
+            self._unfinished = "abort"
+        # Snapshots are best effort by design (see above): the next one replaces this.
+        log.warning("top-N snapshot %d not sent: %s", seq, err.str() if isinstance(err, KafkaError) else exc)
+
+    def close(self, timeout_s: float) -> None:
+        err = close_transactional(self._producer, timeout_s)
+        if err is not None:
+            log.debug("closing the board's producer: %s", err.str())
 
 
 class BoardFlusher:
     def __init__(self, store: Store, conn: KafkaConnection, topic: str, n: int, interval_s: float,
                  out: TextIO = sys.stdout, clock: Callable[[], datetime] = datetime.now,
                  on_flush: Callable[[float], None] | None = None,
-                 may_publish: Callable[[], bool] = lambda: True, *, stale_after_s: float) -> None:
+                 may_publish: Callable[[], bool] = lambda: True, *, changelog_topic: str) -> None:
         self.store = store
         self.topic = topic
         self.n = n
@@ -47,8 +137,7 @@ class BoardFlusher:
         self.on_flush = on_flush
         self.may_publish = may_publish
         self.seq = 0
-        self._producer = conn.producer({"linger.ms": 0, "acks": "all",
-                                        "message.timeout.ms": max(1, int(stale_after_s * 1000))})
+        self._sender = SnapshotSender(conn, topic, board_transactional_id(changelog_topic))
         self._max_bytes = max_record_bytes(conn, topic) - RECORD_OVERHEAD
         self._every = Every(interval_s, self.flush, "top-N flush")
 
@@ -65,7 +154,7 @@ class BoardFlusher:
                 time.sleep(0.05)
             self.flush()
         # Best effort (see above): a stop on the way to wait for Kafka leaves what it cannot send.
-        self._producer.flush(10 if final_flush else 0)
+        self._sender.close(10 if final_flush else 0)
 
     def flush(self) -> None:
         started = time.monotonic()
@@ -78,11 +167,6 @@ class BoardFlusher:
         if not self.may_publish():  # asked last, just before the produce
             log.debug("top-N snapshot %d not sent: this instance is not the proven active one", self.seq)
             return
-        try:
-            self._producer.produce(self.topic, key=SNAPSHOT_KEY, value=record)
-            self._producer.poll(0)
-        except (BufferError, KafkaException) as exc:
-            # Snapshots are best effort by design (see above): the next one replaces this.
-            log.warning("top-N snapshot not sent: %s", exc)
+        self._sender.send(self.seq, record)
         if self.on_flush is not None:
             self.on_flush(time.monotonic() - started)

@@ -44,7 +44,7 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
         make_reporter=lambda store, _sink, metrics, may_publish: BoardFlusher(
             store, cfg.conn, t.counts, board.top_n, board.flush_s,
             on_flush=metrics.flush_seconds.labels(metrics.pipeline).observe, may_publish=may_publish,
-            stale_after_s=cfg.takeover_timeout_s),
+            changelog_topic=WING.changelog_topic(t)),
         batch_module="service.drink_count.aggregate",
         dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
         routes=routes(),
