@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.spark.jvm_archive import CACHE_ENV
+from service.spark.session import METASPACE_OPTION
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
@@ -123,9 +124,13 @@ def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(p
     """A site's spark.driver.defaultJavaOptions (here from --conf) used to replace brewstream's:
     Spark's log left the state dir, and the archive the run announced was never written."""
     cache = tmp_path / "jvm-cache"
-    options = jvm_options_of_a_daemon(pipe, tmp_path, f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {MARK}",
-                                      {CACHE_ENV: str(cache)})
+    theirs_metaspace = "-XX:MetaspaceSize=64m"
+    options = jvm_options_of_a_daemon(
+        pipe, tmp_path, f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {theirs_metaspace} {MARK}",
+        {CACHE_ENV: str(cache)})
     assert "-XX:+UseSerialGC" in options and "-XX:+UseParallelGC" not in options, options
+    # Both metaspace thresholds are given; the JVM takes the later one, theirs.
+    assert options.index(METASPACE_OPTION) < options.index(theirs_metaspace), options
     assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options), options
     assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in options), options
     text = (tmp_path / "daemon.log").read_text()
