@@ -29,7 +29,7 @@ from restorer.store import Store
 from service.drink_count.counts import drink_counts
 from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
 from service.instance.periodic import Every
-from topics.kafka import KafkaConnection, max_record_bytes
+from topics.kafka import KafkaConnection, is_transient, max_record_bytes
 from topics.records import RECORD_OVERHEAD, close_transactional, is_fenced
 
 log = logging.getLogger("brewstream")
@@ -37,9 +37,10 @@ FINAL_PROOF_WAIT_S = 3.0
 # A snapshot's transaction is one record: a killed active's open one holds the topic's
 # last stable offset back until the next active registers, or for this long at most.
 TXN_TIMEOUT_S = 10.0
-# How long one flush waits for Kafka (registering, committing) before it gives the
-# snapshot up; the flush thread is the board's own, so only the board waits.
-SEND_WAIT_S = 5.0
+# How long one call waits for Kafka (registering, committing) before the snapshot is given
+# up. Short, because a stop joins the flush thread (a role change, a wait for Kafka), and
+# neither call is lost by it: the next flush resumes one that timed out.
+SEND_WAIT_S = 1.0
 
 
 def board_transactional_id(changelog_topic: str) -> str:
@@ -63,16 +64,24 @@ class SnapshotSender:
             "transactional.id": txn_id, "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
             "message.timeout.ms": int(TXN_TIMEOUT_S * 1000), "linger.ms": 0})
 
+    def register(self) -> bool:
+        """Register the id, which fences every earlier sender of it and aborts what one left
+        open; the first ``send`` does it otherwise. True once registered, until fenced."""
+        if not (self._registered or self.fenced):
+            try:
+                self._producer.init_transactions(SEND_WAIT_S)
+                self._registered = True
+            except KafkaException as exc:
+                self._failed(None, exc)
+        return self._registered and not self.fenced
+
     def send(self, seq: int, record: bytes, before_commit: Callable[[], None] | None = None) -> bool:
         """True once the snapshot is committed. ``before_commit`` runs between the produce and
         the commit (drills: another instance registering there)."""
-        if self.fenced:
+        if not self.register():
             return False
         p = self._producer
         try:
-            if not self._registered:
-                p.init_transactions(SEND_WAIT_S)  # fences every earlier sender of this id
-                self._registered = True
             self._finish()
             p.begin_transaction()
             self._unfinished = "abort"
@@ -97,12 +106,13 @@ class SnapshotSender:
             self._producer.abort_transaction(SEND_WAIT_S)
         self._unfinished = None
 
-    def _failed(self, seq: int, exc: BufferError | KafkaException) -> None:
+    def _failed(self, seq: int | None, exc: BufferError | KafkaException) -> None:
         err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        what = "the board's transactions not registered" if seq is None else f"top-N snapshot {seq} not sent"
         if isinstance(err, KafkaError) and is_fenced(err):
             self.fenced = True
-            log.warning("top-N snapshot %d not sent: another instance registered the board's transactions as "
-                        "%s (%s); this one sends no more snapshots", seq, self.txn_id, err.str())
+            log.warning("%s: another instance registered the board's transactions as %s (%s); this one sends no "
+                        "more snapshots", what, self.txn_id, err.str())
             return
         if isinstance(err, KafkaError):
             if err.txn_requires_abort():
@@ -114,8 +124,10 @@ class SnapshotSender:
             # Otherwise (retriable: the cluster away) the same step is asked again next time.
         elif self._unfinished == "commit":  # a full local queue: no commit began
             self._unfinished = "abort"
-        # Snapshots are best effort by design (see above): the next one replaces this.
-        log.warning("top-N snapshot %d not sent: %s", seq, err.str() if isinstance(err, KafkaError) else exc)
+        # Snapshots are best effort by design (see above): the next one replaces this. The
+        # cluster being away is said once by the daemon's outage lines, not at every flush.
+        level = logging.DEBUG if isinstance(err, KafkaError) and is_transient(err) else logging.WARNING
+        log.log(level, "%s: %s", what, err.str() if isinstance(err, KafkaError) else exc)
 
     def close(self, timeout_s: float) -> None:
         err = close_transactional(self._producer, timeout_s)
@@ -139,7 +151,9 @@ class BoardFlusher:
         self.seq = 0
         self._sender = SnapshotSender(conn, topic, board_transactional_id(changelog_topic))
         self._max_bytes = max_record_bytes(conn, topic) - RECORD_OVERHEAD
-        self._every = Every(interval_s, self.flush, "top-N flush")
+        # Registered as the flush thread starts, beside the query's start: not on the way to
+        # the first batch, and done before a short run's last snapshot.
+        self._every = Every(interval_s, self.flush, "top-N flush", first=self._sender.register)
 
     def start(self) -> None:
         self._every.start()

@@ -11,11 +11,13 @@ log = logging.getLogger(__name__)
 
 
 class Every:
-    """Runs ``fn`` every ``interval_s`` until stopped. A failing call is logged and the next
-    one still comes: what runs here must never take the daemon down."""
+    """Runs ``fn`` every ``interval_s`` until stopped, and ``first`` once as the thread starts.
+    A failing call is logged and the next one still comes: what runs here must never take
+    the daemon down."""
 
-    def __init__(self, interval_s: float, fn: Callable[[], object], name: str) -> None:
-        self.interval_s, self.fn, self.name = interval_s, fn, name
+    def __init__(self, interval_s: float, fn: Callable[[], object], name: str,
+                 first: Callable[[], object] | None = None) -> None:
+        self.interval_s, self.fn, self.name, self.first = interval_s, fn, name, first
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
@@ -28,10 +30,15 @@ class Every:
             self._thread.join()
 
     def _loop(self) -> None:
+        if self.first is not None:
+            self._call(self.first)
         while not self._stop.wait(self.interval_s):
-            try:
-                self.fn()
-            except Exception as exc:
-                log.warning("%s failed (%s: %s); next attempt in %.1fs", self.name, type(exc).__name__,
-                            str(exc).splitlines()[0][:200] if str(exc) else "", self.interval_s)
-                log.debug("%s failure", self.name, exc_info=True)
+            self._call(self.fn)
+
+    def _call(self, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            log.warning("%s failed (%s: %s); next attempt in %.1fs", self.name, type(exc).__name__,
+                        str(exc).splitlines()[0][:200] if str(exc) else "", self.interval_s)
+            log.debug("%s failure", self.name, exc_info=True)
