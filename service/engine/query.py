@@ -180,12 +180,19 @@ def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSin
 
 WARM_RECORDS = 300  # per partition: enough to load every class and path a batch takes
 WARM_TIMEOUT_S = 120.0
+REWARM_EVERY_S = 2.0
 
 
-def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
+def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, only_with_records: bool = False) -> int:
     """Run the pipeline's batch once over the last records of its input, committing nothing:
     a standby's Spark then has its Kafka source, planning and Python workers warm, and
-    its first batch after a takeover takes a fraction of a cold one."""
+    its first batch after a takeover takes a fraction of a cold one. Returns how many
+    records it read.
+
+    Over an empty input it warms the driver's side only: no task runs, and Spark caches the
+    code it generates per class loader, so the tasks' own (the executors' loader) would
+    still be compiled by the first batch after a takeover. ``only_with_records``: do
+    nothing then (the standby's later attempts, ``Rewarm``)."""
     import json
     import tempfile
 
@@ -194,7 +201,11 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
         ends = end_offsets(consumer, p.input_topic, list(range(len(partitions_of(cfg.conn, p.input_topic)))))
     finally:
         consumer.close()
-    start = {p.input_topic: {str(q): max(low, high - WARM_RECORDS) for q, (low, high) in ends.items()}}
+    starts = {q: max(low, high - WARM_RECORDS) for q, (low, high) in ends.items()}
+    records = sum(ends[q][1] - start for q, start in starts.items())
+    if only_with_records and records == 0:
+        return 0
+    start = {p.input_topic: {str(q): o for q, o in starts.items()}}
 
     def dry_run(df: DataFrame, _batch_id: int) -> None:
         p.dry_run(df)
@@ -207,6 +218,39 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig) -> None:
         finished = query.awaitTermination(int(WARM_TIMEOUT_S))
         if not finished:
             query.stop()
+    return records
+
+
+class Rewarm:
+    """A standby's warm-up again, on a thread of its own every ``REWARM_EVERY_S``, until one
+    reads records: a standby started over an empty input ran no task (``warm_query``).
+    ``stop`` ends the attempts; one under way finishes beside whatever runs next."""
+
+    def __init__(self, attempt: Callable[[], int], every_s: float = REWARM_EVERY_S) -> None:
+        self._attempt, self._every_s = attempt, every_s
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="spark-rewarm", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._halt.wait(self._every_s):
+            try:
+                records = self._attempt()
+            except Exception as exc:  # Kafka away, Spark stopping: the next attempt, or none
+                log.debug("warming Spark's tasks: %s: %s", type(exc).__name__, exc)
+                continue
+            if records:
+                log.debug("Spark's tasks warmed over %d records", records)
+                return
 
 
 # How long a stop waits for the batch in flight to commit before it interrupts it. Only

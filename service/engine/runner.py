@@ -37,7 +37,7 @@ from restorer.store import StateDir, Store, StoreGone
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
 from service.engine.outage import Outage, ServingWatch, through_outages, trouble
-from service.engine.query import drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
+from service.engine.query import Rewarm, drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.instance.lease import Announcement, Lease
@@ -121,6 +121,7 @@ class Daemon:
                            cfg.lease_interval_s, cfg.takeover_timeout_s)
         self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
         self.outage = Outage(metrics.kafka_outage)
+        self._rewarm: Rewarm | None = None
 
     @property
     def store(self) -> Store:
@@ -152,8 +153,12 @@ class Daemon:
         took_over: TakeOver | None = None
         if self.cfg.standby:
             # Warm before anything is asked of it.
-            if not self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))[0]:
+            went, read = self._through_outages(lambda: warm_query(self.spark(), self.p, self.cfg))
+            if not went:
                 return 0
+            if not read:
+                self._rewarm = Rewarm(lambda: warm_query(self.spark(), self.p, self.cfg, only_with_records=True))
+                self._rewarm.start()
         else:
             went, previous = self._through_outages(self.lease.check_first_start)
             if not went:
@@ -266,6 +271,9 @@ class Daemon:
             holder = self.lease.wait_for_lapse(stop=self.stop, on_tick=follow)
         finally:
             reader.close()
+            if self._rewarm is not None:  # a later standby spell follows batches this JVM ran
+                self._rewarm.stop()
+                self._rewarm = None
         if self.stop.is_set():
             return None
         if holder is None:
