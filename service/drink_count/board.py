@@ -122,8 +122,7 @@ class SnapshotSender:
                 # cluster had already ended): start clean next time.
                 self._unfinished = None
             # Otherwise (retriable: the cluster away) the same step is asked again next time.
-        elif self._unfinished == "commit":  # a full local queue: no commit began
-            self._unfinished = "abort"
+        # A full local queue (BufferError) comes from the produce, with "abort" already set.
         # Snapshots are best effort by design (see above): the next one replaces this. The
         # cluster being away is said once by the daemon's outage lines, not at every flush.
         level = logging.DEBUG if isinstance(err, KafkaError) and is_transient(err) else logging.WARNING

@@ -106,7 +106,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     # archive, and that crossing is a full collection (0.2 s of a takeover's first batch,
     # on two cores) that frees nothing. Later options of the user's set it otherwise.
     theirs = {key: their_java_options(key, from_file, user) for key in (DRIVER_JAVA_KEY, EXECUTOR_JAVA_KEY)}
-    gc = {key: ("" if picks_collector(opts) else "-XX:+UseParallelGC ") + METASPACE_OPTION
+    tuning = {key: ("" if picks_collector(opts) else "-XX:+UseParallelGC ") + METASPACE_OPTION
           for key, opts in theirs.items()}
     jars = spark_jars()
     # On this machine the driver is every executor: the jars go on its JVM's class path,
@@ -117,7 +117,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     archive = (jvm_archive.plan(jars, write_archive, driver_class_path({**from_file, **user}), on_class_path=local)
                if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
-    driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", gc[DRIVER_JAVA_KEY],
+    driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
                                        archive.options) if o)
     if log_file is not None:
         driver_opts += f" -Dbrewstream.spark.log={Path(log_file).resolve()}"
@@ -126,7 +126,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
         jars_key: LISTS[jars_key].join(str(j) for j in jars),
         DRIVER_JAVA_KEY: driver_opts,
         # Executors elsewhere log the cluster's way: only the collector and the metaspace threshold travel.
-        EXECUTOR_JAVA_KEY: gc[EXECUTOR_JAVA_KEY],
+        EXECUTOR_JAVA_KEY: tuning[EXECUTOR_JAVA_KEY],
     }
     if local or is_loopback(master):
         # Executors on this machine reach the driver on the loopback address.
