@@ -58,6 +58,12 @@ def is_fenced(err: KafkaError) -> bool:
     return err.code() in _FENCED or is_fatal(err)
 
 
+def fenced_by_newer(err: KafkaError) -> bool:
+    """Of the ``is_fenced`` errors, those that say a newer producer took the id (not, say, an
+    ACL refusing it): what a log line may blame on another instance."""
+    return err.code() in _FENCED
+
+
 def close_transactional(producer: Producer, timeout_s: float = 10.0) -> KafkaError | None:
     """Serve a transactional producer's last delivery reports on the way out, and never raise.
 

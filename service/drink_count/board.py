@@ -30,7 +30,7 @@ from service.drink_count.counts import drink_counts
 from service.drink_count.topn import SNAPSHOT_KEY, board_text, snapshot_record, top_n
 from service.instance.periodic import Every
 from topics.kafka import KafkaConnection, is_transient, max_record_bytes
-from topics.records import RECORD_OVERHEAD, close_transactional, is_fenced
+from topics.records import RECORD_OVERHEAD, close_transactional, fenced_by_newer, is_fenced
 
 log = logging.getLogger("brewstream")
 FINAL_PROOF_WAIT_S = 3.0
@@ -111,8 +111,10 @@ class SnapshotSender:
         what = "the board's transactions not registered" if seq is None else f"top-N snapshot {seq} not sent"
         if isinstance(err, KafkaError) and is_fenced(err):
             self.fenced = True
-            log.warning("%s: another instance registered the board's transactions as %s (%s); this one sends no "
-                        "more snapshots", what, self.txn_id, err.str())
+            why = ("another instance registered the board's transactions as %s" if fenced_by_newer(err) else
+                   "the broker refuses the board's transactions as %s for good (with ACLs on transactional "
+                   "ids, allow this one beside the changelog's)")
+            log.warning("%s: " + why + " (%s); this one sends no more snapshots", what, self.txn_id, err.str())
             return
         if isinstance(err, KafkaError):
             if err.txn_requires_abort():

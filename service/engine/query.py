@@ -222,12 +222,17 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, only_with_recor
 
 
 class Rewarm:
-    """A standby's warm-up again, on a thread of its own every ``REWARM_EVERY_S``, until one
-    reads records: a standby started over an empty input ran no task (``warm_query``).
+    """A standby's warm-up again, on a thread of its own, until one reads records: a standby
+    started over an empty input ran no task (``warm_query``). An attempt asks Kafka, so it
+    runs only once ``progress`` (the store's input offsets, which the standby follows from
+    the changelog: the engine keeps them for every pipeline) has moved since the last one,
+    looked at every ``every_s``: an input that stays empty costs no connection.
     ``stop`` ends the attempts; one under way finishes beside whatever runs next."""
 
-    def __init__(self, attempt: Callable[[], int], every_s: float = REWARM_EVERY_S) -> None:
-        self._attempt, self._every_s = attempt, every_s
+    def __init__(self, attempt: Callable[[], int], progress: Callable[[], object],
+                 every_s: float = REWARM_EVERY_S) -> None:
+        self._attempt, self._progress, self._every_s = attempt, progress, every_s
+        self._seen = self._look()  # what the warm-up that read nothing saw
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="spark-rewarm", daemon=True)
 
@@ -241,13 +246,24 @@ class Rewarm:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def _look(self) -> object:
+        try:
+            return self._progress()
+        except Exception as exc:  # the store reopened under it, say: the next look tells
+            log.debug("the standby's input offsets: %s: %s", type(exc).__name__, exc)
+            return None
+
     def _loop(self) -> None:
         while not self._halt.wait(self._every_s):
             try:
+                now = self._look()
+                if now == self._seen:
+                    continue
                 records = self._attempt()
-            except Exception as exc:  # Kafka away, Spark stopping: the next attempt, or none
+            except Exception as exc:  # Kafka away, Spark stopping: the next look
                 log.debug("warming Spark's tasks: %s: %s", type(exc).__name__, exc)
                 continue
+            self._seen = now
             if records:
                 log.debug("Spark's tasks warmed over %d records", records)
                 return

@@ -157,7 +157,8 @@ class Daemon:
             if not went:
                 return 0
             if not read:
-                self._rewarm = Rewarm(lambda: warm_query(self.spark(), self.p, self.cfg, only_with_records=True))
+                self._rewarm = Rewarm(lambda: warm_query(self.spark(), self.p, self.cfg, only_with_records=True),
+                                      lambda: self.store.next_offsets(self.p.input_topic))
                 self._rewarm.start()
         else:
             went, previous = self._through_outages(self.lease.check_first_start)
@@ -322,6 +323,8 @@ class Daemon:
 
             def active(query: StreamingQuery) -> None:
                 # The probes ask the query itself: it can die while the phase still says active.
+                nonlocal took_over
+
                 def serving() -> None:
                     health.set(ACTIVE, query_alive=lambda: bool(query.isActive))
                     self.outage.end()
@@ -331,6 +334,7 @@ class Daemon:
                     steps.done("query start")
                     log.info(TOOK_OVER_LINE, took_over.holder.instance, took_over.seconds(),
                              f"silent {took_over.silent_s:.2f}s, {steps}")
+                took_over = None  # said once: a query started again (after Kafka's trouble) took nothing over
                 for old in watches:
                     old.stop()
                 watches[:] = [ServingWatch(lambda: sink.seq, lambda: serving_problem(cfg.conn, self.topics()),

@@ -23,10 +23,15 @@ What is relied on, and where it is checked:
 The archive sits in ``$BREWSTREAM_JVM_CACHE`` (default ``$XDG_CACHE_HOME/brewstream`` or
 ``~/.cache/brewstream``), about 170 MB; ``BREWSTREAM_JVM_CACHE=off`` turns it off.
 Its name is a digest of the Java binary, pyspark and the jars, so an upgrade starts a new one.
+The folder keeps the ``KEEP_ARCHIVES`` archives used last (a start that maps one marks it
+used) and drops older ones as a new one is kept: each upgrade would otherwise leave 170 MB
+behind. A JVM that maps a dropped archive keeps it (the file lives on while it is mapped);
+the next start of that set of jars writes it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -53,6 +58,7 @@ REGION = re.compile(r"region \(\s*\w+\s*\)\s+\d+:\s+(\d+) bytes, .* file offset 
 MAGIC = (0xF00BABA8).to_bytes(4, "little")  # a dynamic archive's first bytes (HotSpot's filemap.hpp)
 QUIET = "-Xlog:cds*=off"  # nothing of the archive on the JVM's stdout, whatever happens to it
 SAFE_PATH = re.compile(r"[\w./+-]+")
+KEEP_ARCHIVES = 4  # a few set-ups on one machine (a local master, a cluster, a test suite) keep theirs
 
 
 @dataclass
@@ -150,6 +156,7 @@ def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = (), on_clas
                 for part in _parts(base):
                     _adopt(part)
             if _usable(archive, drop=mine):
+                _mark_used(archive)
                 return Plan(f"-XX:SharedArchiveFile={archive} {QUIET}")
             if not mine or not write or any(_writing(p) for p in _parts(base)) \
                     or shutil.disk_usage(folder).free < 1 << 30:
@@ -226,9 +233,42 @@ def _adopt(part: Path) -> bool:
         archive.with_suffix(".json").write_text(json.dumps({"size": size}))
         os.replace(part, archive)
         log.info("kept Spark's class archive %s (%d MB)", archive, size >> 20)
+        _prune(archive)
     for path in (part, _log_file(part), _pid_file(part)):
         path.unlink(missing_ok=True)
     return size is not None
+
+
+def _mark_used(archive: Path) -> None:
+    """The archive's record says when a start last mapped it (its mtime), for ``_prune``."""
+    with contextlib.suppress(OSError):  # a read-only cache: the archive may be dropped sooner
+        os.utime(archive.with_suffix(".json"))
+
+
+def _prune(kept: Path) -> None:
+    """Drop the archives beside ``kept`` beyond the ``KEEP_ARCHIVES`` used last, each under
+    its own lock (one being adopted or checked is left for a later prune)."""
+    def last_used(archive: Path) -> float:
+        try:
+            return archive.with_suffix(".json").stat().st_mtime
+        except OSError:
+            return 0.0  # no record: _usable would drop it anyway
+
+    others = sorted((a for a in kept.parent.glob("spark-driver-*.jsa") if a != kept), key=last_used, reverse=True)
+    for archive in others[KEEP_ARCHIVES - 1:]:
+        try:
+            lock_fd = try_lock(archive.with_suffix(".lock"))
+        except OSError:
+            continue
+        if lock_fd is None:
+            continue
+        try:
+            for path in (archive, archive.with_suffix(".json")):
+                path.unlink(missing_ok=True)
+            log.info("dropped Spark's class archive %s, the least recently used of %d", archive.name,
+                     len(others) + 1)
+        finally:
+            os.close(lock_fd)
 
 
 def _whole(part: Path) -> int | None:

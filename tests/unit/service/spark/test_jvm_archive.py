@@ -191,3 +191,46 @@ def test_a_folder_with_files_on_the_class_path_means_no_archive(cache: Path, tmp
     assert plan([], write=True, class_path=[jar, empty, tmp_path / "missing"]).options.startswith(
         "-XX:SharedArchiveFile=")
     assert plan([], write=True, class_path=[jar, full]) == Plan()
+
+
+def old_archive(cache: Path, key: str, used_at: float) -> Path:
+    """An archive of another set of jars, last mapped at ``used_at``."""
+    archive = cache / f"spark-driver-{key}.jsa"
+    archive.write_bytes(MAGIC)
+    meta = archive.with_suffix(".json")
+    meta.write_text('{"size": 4}')
+    os.utime(meta, (used_at, used_at))
+    return archive
+
+
+def test_keeping_an_archive_drops_the_least_recently_used_beyond_the_limit(cache: Path) -> None:
+    olds = [old_archive(cache, f"old{i}", used_at=1_000_000 + i) for i in range(6)]  # old5 used last
+    held = jvm_archive.try_lock(olds[0].with_suffix(".lock"))  # old0 is being checked by another start
+    try:
+        first = writing_plan()
+        assert first.part is not None
+        write_part(first.part, [(4096, 1000)], 5096)
+        first.finish(None)
+    finally:
+        assert held is not None
+        os.close(held)
+    kept = {p.stem.removeprefix("spark-driver-") for p in cache.glob("*.jsa")}
+    new = kept - {f"old{i}" for i in range(6)}
+    assert len(new) == 1  # the one just written, whatever it was used before
+    assert kept - new == {"old0", "old3", "old4", "old5"}  # the last used, and the locked one left for later
+    assert not (cache / "spark-driver-old1.json").exists()
+
+
+def test_a_start_that_maps_an_archive_marks_it_used(cache: Path) -> None:
+    first = writing_plan()
+    assert first.part is not None
+    write_part(first.part, [(4096, 1000)], 5096)
+    first.finish(None)
+    meta = next(cache.glob("*.json"))
+    os.utime(meta, (1_000_000, 1_000_000))
+    assert plan([], write=True).options.startswith("-XX:SharedArchiveFile=")
+    assert meta.stat().st_mtime > 1_000_000
+    for i in range(jvm_archive.KEEP_ARCHIVES + 1):  # newer archives of other jars, none used since
+        old_archive(cache, f"other{i}", used_at=999_000 + i)
+    jvm_archive._prune(cache / f"spark-driver-other{jvm_archive.KEEP_ARCHIVES}.jsa")
+    assert meta.with_suffix(".jsa").exists()
