@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox.jars import spark_jars
+from service.instance.signals import Terminated
 from service.spark import jvm_archive
 from service.spark.conf import (
     DEFAULTS,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
+JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit (end_jvm)
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
 log = logging.getLogger(__name__)
 
@@ -245,8 +247,8 @@ def jvm_process() -> subprocess.Popen[bytes] | None:
 
 
 def stop_session(spark: SparkSession, stop: Callable[[Callable[[], object]], None]) -> None:
-    """Stop the session with ``stop`` (which copes with a JVM already gone); if its JVM
-    writes the class archive, end the JVM and wait for the archive. Call it last."""
+    """Stop the session with ``stop`` (which copes with a JVM already gone), then end its
+    JVM and wait for it (for the class archive too, if it writes one). Call it last."""
     global _writing
     accumulators = _take_accumulator_server(spark)
     stop(spark.stop)
@@ -255,6 +257,24 @@ def stop_session(spark: SparkSession, stop: Callable[[Callable[[], object]], Non
     writing, _writing = _writing, None
     if writing is not None:
         writing.finish(jvm_process())
+    else:
+        end_jvm(jvm_process())
+
+
+def end_jvm(proc: subprocess.Popen[bytes] | None, wait_s: float = JVM_EXIT_WAIT_S) -> None:
+    """End the driver's JVM and wait for it, so that it does not outlive this process: a
+    stopped session leaves its JVM running, and it would exit only once it saw this
+    process's end (pyspark's gateway exits when its stdin closes), after the daemon had
+    exited, for a supervisor that waits on the process group to find. Never raises."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(wait_s)
+    except (subprocess.TimeoutExpired, OSError, KeyboardInterrupt, Terminated) as exc:
+        # Only the JVM's own exit waits here: the stop itself is done and clean.
+        log.debug("left Spark's JVM (pid %s) to exit by itself: %s", proc.pid, type(exc).__name__)
 
 
 def _take_accumulator_server(spark: SparkSession) -> Any:

@@ -67,6 +67,8 @@ def test_metrics_while_the_daemon_runs(pipe: Pipeline, tmp_path: Path) -> None:
         assert 0 <= (value(samples, "brewstream_last_batch_age_seconds") or -1) < 120
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0
+        with pytest.raises(ProcessLookupError):  # nothing of it outlives it: Spark's JVM ended before it
+            os.killpg(daemon.pid, 0)
     finally:
         if daemon.poll() is None:
             daemon.kill()
