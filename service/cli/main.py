@@ -19,7 +19,12 @@ from service.cli.spark_cluster import spark_cluster
 from service.cli.spark_options import master_of, spark_options, spark_run_args
 from service.drills.kinds import BROKER_PAUSE_S, KIND_NAMES
 from service.engine.contract import Wing
-from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.engine.defaults import (
+    BATCH_MAX_DELAY_S,
+    BATCH_MIN_RECORDS,
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER,
+    DEFAULT_TRIGGER_S,
+)
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.instance.signals import Terminated, stop_on_signals, terminate_by_exception
 from service.records.limits import MAX_NAME_BYTES
@@ -172,7 +177,9 @@ def pipeline_options(wing: Wing) -> Callable[[F], F]:
                          help="Spark's checkpoint folder for the query."),
             click.option("--trigger", "trigger_s", type=DURATION, default=f"{round(DEFAULT_TRIGGER_S * 1000)}ms",
                          show_default=True,
-                         help="Micro-batch interval."),
+                         help="Micro-batch interval. 0ms: each batch starts once the one before it has "
+                              f"committed and {BATCH_MIN_RECORDS} records wait, or "
+                              f"{round(BATCH_MAX_DELAY_S * 1000)} ms after the one before it started."),
             click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
                          default=DEFAULT_MAX_OFFSETS_PER_TRIGGER, show_default=True,
                          help="Cap on records per micro-batch (backpressure; bounds the driver's memory)."),

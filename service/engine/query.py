@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
 from restorer.store import Store, StoreGone
+from service.engine.defaults import BATCH_MAX_DELAY_S, BATCH_MIN_RECORDS
 from service.engine.input_guard import check_input
 from service.engine.outage import query_failed_on_kafka
 from service.engine.sink import SinkClosed
@@ -164,6 +165,9 @@ def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSin
         reader = reader.option("startingOffsets", offsets)
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    if not cfg.available_now:  # a backlog's batches are as big as they may be anyway
+        reader = (reader.option("minOffsetsPerTrigger", str(BATCH_MIN_RECORDS))
+                  .option("maxTriggerDelay", f"{round(BATCH_MAX_DELAY_S * 1000)}ms"))
     if cfg.min_partitions:
         # More tasks than Kafka partitions: Spark splits each partition's offset range.
         # Each task still returns partial rows for its own range only, so the merge on
