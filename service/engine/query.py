@@ -157,17 +157,27 @@ SOURCE_DEFAULTS = {
 }
 
 
+def batch_limits(cfg: RunConfig) -> dict[str, str]:
+    """The Kafka source's bounds on a batch: at most ``--max-offsets-per-trigger`` records;
+    and a daemon's waits for ``BATCH_MIN_RECORDS`` until ``BATCH_MAX_DELAY_S`` has passed
+    (engine.defaults). The minimum is never above the cap, which Spark refuses; a backlog's
+    batches (``--available-now``) are as big as they may be anyway."""
+    limits: dict[str, str] = {}
+    if cfg.max_offsets_per_trigger:
+        limits["maxOffsetsPerTrigger"] = str(cfg.max_offsets_per_trigger)
+    if not cfg.available_now:
+        least = min(BATCH_MIN_RECORDS, cfg.max_offsets_per_trigger or BATCH_MIN_RECORDS)
+        limits |= {"minOffsetsPerTrigger": str(least), "maxTriggerDelay": f"{round(BATCH_MAX_DELAY_S * 1000)}ms"}
+    return limits
+
+
 def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
                  start: StartPoint) -> StreamingQuery:
     reader = spark.readStream.format("kafka").options(**source_options(p, cfg))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)
-    if cfg.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    if not cfg.available_now:  # a backlog's batches are as big as they may be anyway
-        reader = (reader.option("minOffsetsPerTrigger", str(BATCH_MIN_RECORDS))
-                  .option("maxTriggerDelay", f"{round(BATCH_MAX_DELAY_S * 1000)}ms"))
+    reader = reader.options(**batch_limits(cfg))
     if cfg.min_partitions:
         # More tasks than Kafka partitions: Spark splits each partition's offset range.
         # Each task still returns partial rows for its own range only, so the merge on
