@@ -149,6 +149,10 @@ TRANSIENT = frozenset({
     KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
     KafkaError._TIMED_OUT_QUEUE, KafkaError._WAIT_COORD, KafkaError._RESOLVE, KafkaError._UNKNOWN_BROKER,
     KafkaError._NODE_UPDATE, KafkaError._WAIT_CACHE,
+    # A request that was in flight to a broker whose handle librdkafka tore down as the
+    # broker left the cluster's metadata (seen as a node of three was killed): the next
+    # request goes to the brokers it knows now.
+    KafkaError._DESTROY_BROKER,
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NOT_ENOUGH_REPLICAS,
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,

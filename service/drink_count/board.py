@@ -43,6 +43,11 @@ TXN_TIMEOUT_S = 10.0
 SEND_WAIT_S = 1.0
 
 
+# Refusals that say the principal may not use the board's transactional id.
+_REFUSED = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                      KafkaError.TOPIC_AUTHORIZATION_FAILED})
+
+
 def board_transactional_id(changelog_topic: str) -> str:
     """One per changelog, like the changelog's own (``restorer.changelog.transactional_id``):
     every active spell's board fences the boards of the spells before it."""
@@ -112,8 +117,9 @@ class SnapshotSender:
         if isinstance(err, KafkaError) and is_fenced(err):
             self.fenced = True
             why = ("another instance registered the board's transactions as %s" if fenced_by_newer(err) else
-                   "the broker refuses the board's transactions as %s for good (with ACLs on transactional "
-                   "ids, allow this one beside the changelog's)")
+                   "the broker refuses the board's transactions as %s (with ACLs on transactional ids, allow "
+                   "this one beside the changelog's)" if err.code() in _REFUSED else
+                   "the producer of the board's transactions as %s failed for good")
             log.warning("%s: " + why + " (%s); this one sends no more snapshots", what, self.txn_id, err.str())
             return
         if isinstance(err, KafkaError):

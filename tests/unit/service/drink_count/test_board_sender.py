@@ -29,6 +29,7 @@ class RefusingProducer:
     (KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True), True),
     (KafkaError(KafkaError.PRODUCER_FENCED, "producer fenced"), True),
     (KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "not authorized", fatal=True), False),
+    (KafkaError(KafkaError.INVALID_TXN_STATE, "invalid state", fatal=True), False),
 ])
 def test_a_sender_that_can_do_no_more_says_why_once_and_stops(
         err: KafkaError, blames_another: bool, caplog: pytest.LogCaptureFixture) -> None:
@@ -41,5 +42,7 @@ def test_a_sender_that_can_do_no_more_says_why_once_and_stops(
     assert sender.fenced and producer.calls == 1
     [line] = [r.getMessage() for r in caplog.records]
     assert ("another instance registered" in line) is blames_another
-    assert ("allow this one" in line) is not blames_another
+    refused = err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert ("allow this one" in line) is refused
+    assert ("failed for good" in line) is (not blames_another and not refused)
     assert err.str() in line and "brewstream:c:board" in line
