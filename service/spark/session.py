@@ -250,15 +250,22 @@ def stop_session(spark: SparkSession, stop: Callable[[Callable[[], object]], Non
     """Stop the session with ``stop`` (which copes with a JVM already gone), then end its
     JVM and wait for it (for the class archive too, if it writes one). Call it last."""
     global _writing
+    jvm = _jvm_of(spark)
     accumulators = _take_accumulator_server(spark)
     stop(spark.stop)
     if accumulators is not None:
         threading.Thread(target=accumulators.shutdown, name="accumulator-server-stop", daemon=True).start()
     writing, _writing = _writing, None
     if writing is not None:
-        writing.finish(jvm_process())
+        writing.finish(jvm)
     else:
-        end_jvm(jvm_process())
+        end_jvm(jvm)
+
+
+def _jvm_of(spark: SparkSession) -> subprocess.Popen[bytes] | None:
+    """The JVM ``spark`` runs in, if this process launched it: only that one is ended."""
+    gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
+    return getattr(gateway, "proc", None)
 
 
 def end_jvm(proc: subprocess.Popen[bytes] | None, wait_s: float = JVM_EXIT_WAIT_S) -> None:

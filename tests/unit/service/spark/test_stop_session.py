@@ -6,8 +6,12 @@ in for pyspark here: what is checked is the order of calls, not a time."""
 
 from __future__ import annotations
 
+import io
 import threading
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from service.spark.session import stop_session
 from topics.clock import wait_until
@@ -27,13 +31,15 @@ class _Server:
 
 
 class _Context:
-    def __init__(self, server: _Server | None) -> None:
+    def __init__(self, server: _Server | None, gateway: Any = None) -> None:
         self._accumulatorServer = server
+        if gateway is not None:
+            self._gateway = gateway
 
 
 class _Session:
-    def __init__(self, server: _Server | None) -> None:
-        self._sc = _Context(server)
+    def __init__(self, server: _Server | None, gateway: Any = None) -> None:
+        self._sc = _Context(server, gateway)
         self.server_at_stop: Any = "not stopped"
 
     def stop(self) -> None:
@@ -61,3 +67,35 @@ def test_a_session_without_an_accumulator_server_stops() -> None:
     session = _Session(None)
     stop_session(session, _call)  # type: ignore[arg-type]
     assert session.server_at_stop is None
+
+
+class _Jvm:
+    """A launched JVM: it exits once its stdin is closed."""
+
+    def __init__(self) -> None:
+        self.stdin = io.BytesIO()
+        self.waited = False
+
+    def poll(self) -> int | None:
+        return 0 if self.stdin.closed else None
+
+    def wait(self, timeout: float) -> int:
+        self.waited = True
+        assert self.stdin.closed, "waited on a JVM that was never told to exit"
+        return 0
+
+
+def test_the_stopped_sessions_own_jvm_is_ended_and_waited_for() -> None:
+    jvm = _Jvm()
+    stop_session(_Session(None, SimpleNamespace(proc=jvm)), _call)  # type: ignore[arg-type]
+    assert jvm.stdin.closed and jvm.waited
+
+
+def test_no_other_jvm_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session of another JVM (or none) leaves this process's gateway alone, whatever it is."""
+    from pyspark import SparkContext
+
+    other = _Jvm()
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=other), raising=False)
+    stop_session(_Session(None), _call)  # type: ignore[arg-type]
+    assert not other.stdin.closed and not other.waited
