@@ -109,7 +109,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     # on two cores) that frees nothing. Later options of the user's set it otherwise.
     theirs = {key: their_java_options(key, from_file, user) for key in (DRIVER_JAVA_KEY, EXECUTOR_JAVA_KEY)}
     tuning = {key: ("" if picks_collector(opts) else "-XX:+UseParallelGC ") + METASPACE_OPTION
-          for key, opts in theirs.items()}
+              for key, opts in theirs.items()}
     jars = spark_jars()
     # On this machine the driver is every executor: the jars go on its JVM's class path,
     # where the class archive covers their classes too, Hadoop finds LocalFiles and no
