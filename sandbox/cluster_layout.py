@@ -11,8 +11,6 @@ them. Each node's ``server.properties`` is written from here on every start.
 from __future__ import annotations
 
 import json
-import socket
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -158,7 +156,7 @@ class KafkaCluster:
             if kraft.port_in_use(port):
                 raise BrewError(f"port {port} is already in use by another process; stop it or pick another "
                                 "base port with --port")
-        extra = iter(_free_ports(3 * brokers + 1, avoid=set(range(base_port, base_port + brokers))))
+        extra = iter(kraft.free_ports(3 * brokers + 1, avoid=frozenset(range(base_port, base_port + brokers))))
         nodes = tuple(NodeLayout(i, base_port + i - 1, next(extra), next(extra), next(extra))
                       for i in range(1, brokers + 1))
         layout = ClusterLayout(kraft.cluster_id(), nodes, next(extra))
@@ -181,17 +179,3 @@ class KafkaCluster:
 
     def log_dir(self, node_id: int) -> Path:
         return self.node_dir(node_id) / "logs"
-
-
-def _free_ports(n: int, avoid: set[int]) -> list[int]:
-    """``n`` distinct ports nothing listens on, none of ``avoid``: all bound at once, so the
-    system cannot hand out one of them twice."""
-    with ExitStack() as stack:
-        ports: list[int] = []
-        while len(ports) < n:
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-            if port not in avoid:
-                ports.append(port)
-        return ports

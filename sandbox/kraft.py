@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -146,7 +148,83 @@ def port_in_use(port: int) -> bool:
 
 
 def free_port() -> int:
-    """A port nothing listens on right now."""
+    """A port for one of our listeners (see ``free_ports``)."""
+    return free_ports(1)[0]
+
+
+def free_ports(n: int, avoid: frozenset[int] = frozenset()) -> list[int]:
+    """``n`` distinct ports nothing listens on, none of ``avoid``, for our own listeners.
+
+    They come from outside the system's ephemeral range: a port from inside it can be given
+    to any process's outgoing connection between our check and the listener's bind, and the
+    listener then dies with "Address already in use" (a node of a test cluster did). Held
+    all at once while picked, so none is counted twice, and never one this process handed
+    out before. Only where the ephemeral range leaves too few outside it does the system
+    pick the rest.
+    """
+    with contextlib.ExitStack() as stack:
+        ports: list[int] = []
+        for port in itertools.chain(_outside_ephemeral(avoid), itertools.repeat(0, 1000)):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            got = int(sock.getsockname()[1])
+            if got in avoid or got in _handed_out or got in ports:
+                continue
+            ports.append(got)
+            if len(ports) == n:
+                _handed_out.update(ports)
+                return ports
+    raise BrewError(f"found only {len(ports)} of {n} free ports on 127.0.0.1")
+
+
+def free_port_run(n: int) -> int:
+    """The first of ``n`` consecutive free ports for our listeners (a cluster's client ports),
+    all outside the ephemeral range as in ``free_ports``."""
+    for base in _outside_ephemeral(frozenset()):
+        run = range(base, base + n)
+        if run[-1] <= 65535 and all(p not in _handed_out and _outside(p) and _bindable(p) for p in run):
+            _handed_out.update(run)
+            return base
+    lo, hi = _ephemeral_range()
+    raise BrewError(f"no {n} consecutive free ports on 127.0.0.1 outside the ephemeral range {lo}-{hi}")
+
+
+# Ports below this are left alone: well-known and registered services live there.
+_LISTEN_FLOOR = 10000
+# Every port handed out by this process: two listeners asked for one after the other must
+# not be given the same one before the first has bound it.
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return lo, hi
+
+
+def _outside(port: int) -> bool:
+    lo, hi = _ephemeral_range()
+    return not lo <= port <= hi
+
+
+def _outside_ephemeral(avoid: frozenset[int]) -> list[int]:
+    """Every port from the floor up outside the ephemeral range, not yet handed out, in
+    random order: two runs side by side rarely try the same ones."""
+    lo, hi = _ephemeral_range()
+    pool = [p for p in range(_LISTEN_FLOOR, 65536) if not lo <= p <= hi and p not in avoid and p not in _handed_out]
+    random.shuffle(pool)
+    return pool
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

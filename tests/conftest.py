@@ -15,8 +15,9 @@ from sandbox import cluster as kafka_cluster_sandbox
 from sandbox import faults
 from sandbox.broker import Sandbox, down, free_port, up
 from sandbox.cluster_layout import KafkaCluster
+from sandbox.kraft import free_port_run
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
-from tests.support.helpers import ClusterUnderTest, Pipeline, brew, free_port_run
+from tests.support.helpers import ClusterUnderTest, Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection

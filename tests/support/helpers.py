@@ -16,7 +16,6 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from sandbox.cluster_layout import ClusterLayout, KafkaCluster
-from sandbox.kraft import free_port, port_in_use
 from service.drills.process import ChildProcess
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
@@ -58,14 +57,6 @@ class ClusterUnderTest:
     def proxied(self) -> KafkaConnection:
         """Through the fault proxies: sees every `sandbox.faults` fault."""
         return KafkaConnection(self.layout.proxy_bootstrap)
-
-
-def free_port_run(n: int) -> int:
-    """The first of ``n`` consecutive ports nothing listens on (a cluster's client ports)."""
-    while True:
-        base = free_port()
-        if base + n - 1 <= 65535 and not any(port_in_use(p) for p in range(base, base + n)):
-            return base
 
 
 def brew(conn: KafkaConnection, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
