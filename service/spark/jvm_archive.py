@@ -84,11 +84,7 @@ class Plan:
             if proc is not None and proc.poll() is None:
                 log.info("saving Spark's classes for faster starts (once; up to %.0f s)", WRITE_WAIT_S)
                 started = time.monotonic()
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                try:
-                    proc.wait(WRITE_WAIT_S)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
+                if not end_jvm(proc, WRITE_WAIT_S):
                     # Only the archive waits here: the stop itself is done and clean.
                     log.warning("stopped waiting for Spark's JVM to save its classes; the next start "
                                 "takes them if it finished")
@@ -103,6 +99,22 @@ class Plan:
         if self.lock_fd is not None:
             os.close(self.lock_fd)  # closing the descriptor releases the flock
             self.lock_fd = None
+
+
+def end_jvm(proc: subprocess.Popen[bytes] | None, wait_s: float) -> bool:
+    """End a driver JVM this process launched and wait up to ``wait_s`` for it to exit
+    (pyspark's gateway exits when its stdin closes; the JVM writes a class archive on the
+    way). True once it is gone; never raises."""
+    if proc is None or proc.poll() is not None:
+        return True
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(wait_s)
+    except (subprocess.TimeoutExpired, OSError, KeyboardInterrupt, Terminated) as exc:
+        log.debug("left Spark's JVM (pid %s) to exit by itself: %s", proc.pid, type(exc).__name__)
+        return False
+    return True
 
 
 def cache_dir() -> Path | None:

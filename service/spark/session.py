@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox.jars import spark_jars
-from service.instance.signals import Terminated
 from service.spark import jvm_archive
 from service.spark.conf import (
     DEFAULTS,
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
-JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit (end_jvm)
+JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
 log = logging.getLogger(__name__)
 
@@ -248,7 +247,11 @@ def jvm_process() -> subprocess.Popen[bytes] | None:
 
 def stop_session(spark: SparkSession, stop: Callable[[Callable[[], object]], None]) -> None:
     """Stop the session with ``stop`` (which copes with a JVM already gone), then end its
-    JVM and wait for it (for the class archive too, if it writes one). Call it last."""
+    JVM and wait for it (for the class archive too, if it writes one). Call it last.
+
+    A stopped session leaves its JVM running, and it would exit only once it saw this
+    process's end, after the daemon had exited, for a supervisor that waits on the process
+    group to find."""
     global _writing
     jvm = _jvm_of(spark)
     accumulators = _take_accumulator_server(spark)
@@ -259,29 +262,13 @@ def stop_session(spark: SparkSession, stop: Callable[[Callable[[], object]], Non
     if writing is not None:
         writing.finish(jvm)
     else:
-        end_jvm(jvm)
+        jvm_archive.end_jvm(jvm, JVM_EXIT_WAIT_S)
 
 
 def _jvm_of(spark: SparkSession) -> subprocess.Popen[bytes] | None:
     """The JVM ``spark`` runs in, if this process launched it: only that one is ended."""
     gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
     return getattr(gateway, "proc", None)
-
-
-def end_jvm(proc: subprocess.Popen[bytes] | None, wait_s: float = JVM_EXIT_WAIT_S) -> None:
-    """End the driver's JVM and wait for it, so that it does not outlive this process: a
-    stopped session leaves its JVM running, and it would exit only once it saw this
-    process's end (pyspark's gateway exits when its stdin closes), after the daemon had
-    exited, for a supervisor that waits on the process group to find. Never raises."""
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(wait_s)
-    except (subprocess.TimeoutExpired, OSError, KeyboardInterrupt, Terminated) as exc:
-        # Only the JVM's own exit waits here: the stop itself is done and clean.
-        log.debug("left Spark's JVM (pid %s) to exit by itself: %s", proc.pid, type(exc).__name__)
 
 
 def _take_accumulator_server(spark: SparkSession) -> Any:

@@ -234,3 +234,17 @@ def test_a_start_that_maps_an_archive_marks_it_used(cache: Path) -> None:
         old_archive(cache, f"other{i}", used_at=999_000 + i)
     jvm_archive._prune(cache / f"spark-driver-other{jvm_archive.KEEP_ARCHIVES}.jsa")
     assert meta.with_suffix(".jsa").exists()
+
+
+def test_ending_a_jvm_closes_its_stdin_and_waits_a_bounded_time() -> None:
+    # pyspark's gateway exits when its stdin closes; `cat` does the same.
+    obeys = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert jvm_archive.end_jvm(obeys, 10) and obeys.returncode == 0
+    assert jvm_archive.end_jvm(obeys, 10) and jvm_archive.end_jvm(None, 10)  # gone already: nothing to do
+    deaf = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE)
+    try:
+        assert not jvm_archive.end_jvm(deaf, 0.2)  # never raises: the stop itself is done
+        assert deaf.poll() is None
+    finally:
+        deaf.kill()
+        deaf.wait()
