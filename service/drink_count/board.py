@@ -57,16 +57,22 @@ def board_transactional_id(changelog_topic: str) -> str:
 class SnapshotSender:
     """Sends each snapshot in a transaction of its own and never raises: a snapshot the
     cluster refuses is logged and dropped. Once fenced (another active registered the same
-    id), it sends nothing more."""
+    id, or the principal may not use it), it sends nothing more; a producer that failed for
+    good in any other way is replaced (``_renew``)."""
 
     def __init__(self, conn: KafkaConnection, topic: str, txn_id: str) -> None:
         self.topic = topic
         self.txn_id = txn_id
         self.fenced = False
+        self._conn = conn
         self._registered = False
         self._unfinished: str | None = None  # "commit" or "abort": what the last send left to finish
-        self._producer: Producer = conn.producer({
-            "transactional.id": txn_id, "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
+        self._renewed = 0  # producers replaced since a snapshot last went through
+        self._producer: Producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        return self._conn.producer({
+            "transactional.id": self.txn_id, "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
             "message.timeout.ms": int(TXN_TIMEOUT_S * 1000), "linger.ms": 0})
 
     def register(self) -> bool:
@@ -96,6 +102,7 @@ class SnapshotSender:
                 before_commit()
             p.commit_transaction(SEND_WAIT_S)
             self._unfinished = None
+            self._renewed = 0
             return True
         except (BufferError, KafkaException) as exc:
             self._failed(seq, exc)
@@ -115,11 +122,13 @@ class SnapshotSender:
         err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         what = "the board's transactions not registered" if seq is None else f"top-N snapshot {seq} not sent"
         if isinstance(err, KafkaError) and is_fenced(err):
+            if not (fenced_by_newer(err) or err.code() in _REFUSED):
+                self._renew(what, err)
+                return
             self.fenced = True
             why = ("another instance registered the board's transactions as %s" if fenced_by_newer(err) else
                    "the broker refuses the board's transactions as %s (with ACLs on transactional ids, allow "
-                   "this one beside the changelog's)" if err.code() in _REFUSED else
-                   "the producer of the board's transactions as %s failed for good")
+                   "this one beside the changelog's)")
             log.warning("%s: " + why + " (%s); this one sends no more snapshots", what, self.txn_id, err.str())
             return
         if isinstance(err, KafkaError):
@@ -135,6 +144,22 @@ class SnapshotSender:
         # cluster being away is said once by the daemon's outage lines, not at every flush.
         level = logging.DEBUG if isinstance(err, KafkaError) and is_transient(err) else logging.WARNING
         log.log(level, "%s: %s", what, err.str() if isinstance(err, KafkaError) else exc)
+
+    def _renew(self, what: str, err: KafkaError) -> None:
+        """A producer that failed for good without being fenced (``INVALID_TXN_STATE`` as a node
+        of the cluster was killed, say) ends, not the board: a new one registers before the
+        next snapshot. Only the proven active instance sends one (``may_publish``), and a newer
+        active's registration fences the new producer as it would have the old."""
+        close_transactional(self._producer, 0)
+        self._producer = self._new_producer()
+        self._registered = False
+        self._unfinished = None
+        # Said once per run of failures: a cluster that fails every new producer would
+        # otherwise fill the log at every flush.
+        level = logging.WARNING if self._renewed == 0 else logging.DEBUG
+        self._renewed += 1
+        log.log(level, "%s: the producer of the board's transactions as %s failed (%s); a new one registers "
+                "for the next snapshot", what, self.txn_id, err.str())
 
     def close(self, timeout_s: float) -> None:
         err = close_transactional(self._producer, timeout_s)
