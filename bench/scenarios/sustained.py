@@ -29,7 +29,7 @@ from bench.context import BenchContext
 from bench.dataset import OrderStream
 from bench.errors import BenchError
 from bench.feed import SteppedFeed
-from bench.kafka_topics import create_pipeline
+from bench.kafka_topics import create_pipeline, delete_containing
 from bench.outputs import OutputWatcher
 from bench.procs import Child
 from bench.rss import cpu_seconds
@@ -143,6 +143,7 @@ def run(ctx: BenchContext, stream: OrderStream, plain_rate: float) -> dict[str, 
         daemon.terminate()
         code = daemon.finish(120)
         watcher.stop()
+        _drop_topics(ctx, topics.orders, topics.changelog)
     if code != 0:
         raise BenchError(f"the sustained-rate daemon exited {code} on SIGTERM; see {daemon.log_path}")
     best = max((s for s in steps if s.sustained), key=lambda s: s.rate, default=None)
@@ -174,6 +175,18 @@ def run_peers(ctx: BenchContext, stream: OrderStream, reference: dict[str, float
             continue
         out[system] = _run_peer(ctx, stream, make, rate)
     return out
+
+
+def _drop_topics(ctx: BenchContext, *names: str) -> None:
+    """Delete a finished run's topics (all named from one prefix): its steps produce tens of
+    millions of orders, and the runs of every system together outgrew a disk that held the
+    rest of the benchmark."""
+    prefix = names[0]
+    for name in names[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    if prefix.startswith(f"bench-{ctx.stamp}-") and len(prefix) > len(f"bench-{ctx.stamp}-"):
+        delete_containing(ctx.conn, prefix)
 
 
 PAST_LADDER = 1.25  # a peer that holds every step is stepped on by this factor
@@ -243,6 +256,7 @@ def _run_peer(ctx: BenchContext, stream: OrderStream, make: Factory, reference: 
         feed.halt.set()
         stop(daemon)
         watcher.stop()
+        _drop_topics(ctx, dep.input, dep.output)
     best = max((s for s in steps if s.sustained), key=lambda s: s.rate, default=None)
     last = max(steps, key=lambda s: s.rate) if steps else None
     return {
