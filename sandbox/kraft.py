@@ -183,12 +183,12 @@ def free_ports(n: int, avoid: frozenset[int] = frozenset()) -> list[int]:
 def free_port_run(n: int) -> int:
     """The first of ``n`` consecutive free ports for our listeners (a cluster's client ports),
     all outside the ephemeral range as in ``free_ports``."""
+    lo, hi = _ephemeral_range()
     for base in _outside_ephemeral(frozenset()):
         run = range(base, base + n)
-        if run[-1] <= 65535 and all(p not in _handed_out and _outside(p) and _bindable(p) for p in run):
+        if run[-1] <= 65535 and all(p not in _handed_out and not lo <= p <= hi and _bindable(p) for p in run):
             _handed_out.update(run)
             return base
-    lo, hi = _ephemeral_range()
     raise BrewError(f"no {n} consecutive free ports on 127.0.0.1 outside the ephemeral range {lo}-{hi}")
 
 
@@ -205,11 +205,6 @@ def _ephemeral_range() -> tuple[int, int]:
     except (OSError, ValueError):
         return 32768, 60999  # Linux's default
     return lo, hi
-
-
-def _outside(port: int) -> bool:
-    lo, hi = _ephemeral_range()
-    return not lo <= port <= hi
 
 
 def _outside_ephemeral(avoid: frozenset[int]) -> list[int]:
