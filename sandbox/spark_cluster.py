@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.kraft import port_in_use
 from sandbox.processes import alive, cmdline
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
@@ -94,7 +94,7 @@ def up(cluster: SparkCluster, ready_timeout: float = READY_TIMEOUT_S) -> str:
         _check_ports(cluster, master)
     else:
         for port, flag in ((cluster.port, "--port"), (cluster.ui_port, "--ui-port")):
-            if _port_in_use(port):
+            if port_in_use(port):
                 raise BrewError(f"port {port} is already in use by another process; stop it or pick another "
                                 f"port with {flag}")
         master = _launch(cluster, "master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(cluster.port),
@@ -269,9 +269,3 @@ def _log_tail(path: Path, lines: int = 2) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(text[-lines:]) or "(empty log)"
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
