@@ -99,3 +99,34 @@ def test_no_other_jvm_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=other), raising=False)
     stop_session(_Session(None), _call)  # type: ignore[arg-type]
     assert not other.stdin.closed and not other.waited
+
+
+class _Gateway:
+    """pyspark's gateway to a launched JVM: py4j's server in it is shut down, or fails to be."""
+
+    def __init__(self, jvm: _Jvm, fails: bool = False) -> None:
+        self.proc, self.fails = jvm, fails
+        self.jvm_running_at_shutdown: bool | None = None
+
+    def shutdown(self) -> None:
+        self.jvm_running_at_shutdown = not self.proc.stdin.closed
+        if self.fails:
+            raise ConnectionResetError("the JVM closed the connection")
+
+
+def test_py4j_s_server_is_shut_before_the_jvm_is_told_to_exit() -> None:
+    """Java's exit waits up to 300 ms for threads inside a native call, and py4j's are
+    (``service.spark.session._shut_gateway``): they go first."""
+    jvm = _Jvm()
+    gateway = _Gateway(jvm)
+    stop_session(_Session(None, gateway), _call)  # type: ignore[arg-type]
+    assert gateway.jvm_running_at_shutdown is True
+    assert jvm.stdin.closed and jvm.waited
+
+
+def test_a_gateway_that_fails_to_shut_still_ends_its_jvm() -> None:
+    jvm = _Jvm()
+    gateway = _Gateway(jvm, fails=True)
+    stop_session(_Session(None, gateway), _call)  # type: ignore[arg-type]
+    assert gateway.jvm_running_at_shutdown is True
+    assert jvm.stdin.closed and jvm.waited
