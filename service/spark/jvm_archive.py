@@ -47,6 +47,7 @@ from pathlib import Path
 from restorer.file_lock import try_lock
 from sandbox.processes import alive
 from service.instance.signals import Terminated
+from service.spark import driver_jars
 
 log = logging.getLogger("brewstream.jvm")
 
@@ -204,12 +205,14 @@ def java_binary(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def _key(jars: list[Path], on_class_path: bool) -> str:
-    """What an archive depends on: the Java binary the launcher runs, pyspark, the jars and
-    whether they are on the class path (the JVM maps no archive written for another one)."""
+    """What an archive depends on: the Java binary the launcher runs, pyspark, the jars,
+    whether they are on the class path and how Spark's are named (the JVM maps no archive
+    written for another class path)."""
     import pyspark
 
     java = Path(java_binary() or "java")
-    parts = [pyspark.__version__, str(Path(pyspark.__file__).parent), f"class path: {on_class_path}"]
+    parts = [pyspark.__version__, str(Path(pyspark.__file__).parent), f"class path: {on_class_path}",
+             driver_jars.FORM]
     for path in [java.resolve(), *jars]:
         try:
             st = path.stat()

@@ -17,6 +17,9 @@ spark-defaults.conf, the java binary, Spark's jars), and the driver started from
 directly. Whenever the scripts would do something this module does not (a
 ``spark-env.sh`` to source, no java to find, a launcher that refuses the arguments), the
 scripts run as before, and say what is wrong in their own words.
+
+One thing it does differently: the driver's class path names Spark's jars one by one
+(``service.spark.driver_jars``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from service.spark import jvm_archive
+from service.spark import driver_jars, jvm_archive
 
 log = logging.getLogger("brewstream")
 
@@ -88,9 +91,13 @@ def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
         full, args = {**env, **exported}, command[1:]
         cache = jvm_archive.cache_dir()
         kept = None if cache is None else cache / "launch" / f"{_digest(args, full, java, home, folder)}.json"
-        built = _kept(kept) if kept is not None else None
+        copies = None if cache is None else cache / "jars"
+        built = _kept(kept, copies) if kept is not None else None
         if built is None:
             built = _run_launcher(java, home, args, full)
+            if built is not None:
+                jars = home / "jars"
+                built = driver_jars.named(built, jars, driver_jars.listed(jars), driver_jars.unsigned_copy(copies))
             if built is not None and kept is not None:
                 _keep(kept, built)
         if built is not None:
@@ -101,13 +108,16 @@ def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
         return None
 
 
-def _kept(path: Path) -> list[str] | None:
-    """The command kept at ``path``; None when there is none, or not a whole one."""
+def _kept(path: Path, copies: Path | None) -> list[str] | None:
+    """The command kept at ``path``; None when there is none, not a whole one, or one whose
+    class path names a jar copy no longer in ``copies``."""
     try:
         command = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if not (isinstance(command, list) and all(isinstance(a, str) for a in command) and SUBMIT_CLASS in command):
+        return None
+    if copies is not None and not driver_jars.copies_present(command, copies):
         return None
     os.utime(path)  # the most recently used are the ones kept
     return command
