@@ -124,7 +124,7 @@ def _kept(path: Path, copies: Path | None) -> list[str] | None:
 
 
 def _digest(args: list[str], env: Mapping[str, str], java: str, home: Path, folder: Path) -> str:
-    """Everything the launcher's command depends on."""
+    """Everything the kept command depends on."""
     defaults = folder / "spark-defaults.conf"
     binary = Path(java).resolve()
     stat = binary.stat()
@@ -135,6 +135,9 @@ def _digest(args: list[str], env: Mapping[str, str], java: str, home: Path, fold
         "defaults": defaults.read_text(errors="replace") if defaults.is_file() else None,
         "java": [str(binary), stat.st_size, stat.st_mtime_ns],
         "jars": sorted(p.name for p in jars.iterdir()) if jars.is_dir() else None,
+        # How brewstream rewrites the launcher's class path: a command kept by a version
+        # that rewrote it otherwise (or not at all) is built again.
+        "class path": driver_jars.FORM,
     }
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]
 

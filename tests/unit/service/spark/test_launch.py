@@ -149,3 +149,25 @@ def test_complaint_lines_or_a_cut_output_read_as_none() -> None:
     assert parse_launcher_output(good[:-1]) is None
     assert parse_launcher_output(b"") is None
     assert parse_launcher_output(launcher_output(["/jdk/bin/java", "SomethingElse"])) is None
+
+
+def test_a_command_kept_by_a_version_that_built_its_class_path_otherwise_is_built_again(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.spark import driver_jars
+
+    driver_command(submit(home), env_of(home))
+    monkeypatch.setattr(driver_jars, "FORM", "another way")
+    driver_command(submit(home), env_of(home))
+    assert len(calls(home)) == 2
+
+
+def test_the_kept_command_names_spark_s_jars_less_the_unused(home: Path) -> None:
+    (home / "jars" / "spark-mllib_2.13-4.0.1.jar").write_bytes(b"")
+    (home.parent / "out").write_bytes(launcher_output(
+        ["/jdk/bin/java", "-cp", f"/spark/conf:{home / 'jars'}/*", "-Xmx1g", SUBMIT_CLASS, "pyspark-shell"]))
+    built = driver_command(submit(home), env_of(home))
+    assert built is not None
+    assert built[2].split(os.pathsep) == ["/spark/conf", str(home / "jars" / "spark-core_2.13-4.0.1.jar")]
+    # The next start runs the same command, kept.
+    assert driver_command(submit(home), env_of(home)) == built
+    assert len(calls(home)) == 1
