@@ -18,6 +18,7 @@ order too, so a class found in two jars comes from the same one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -89,11 +90,17 @@ def unsigned_copy(folder: Path | None) -> Callable[[Path], Path]:
                     return copy
                 folder.mkdir(parents=True, exist_ok=True)
                 part = copy.with_suffix(f".{os.getpid()}.part")
-                with zipfile.ZipFile(part, "w") as target:
-                    for info in source.infolist():
-                        if not is_signature(info.filename):
-                            target.writestr(info, source.read(info))
-                part.replace(copy)
+                try:
+                    with zipfile.ZipFile(part, "w") as target:
+                        for info in source.infolist():
+                            if not is_signature(info.filename):
+                                target.writestr(info, source.read(info))
+                    # Linked, not renamed over: a copy another start made meanwhile stays
+                    # the one its JVM (and the archive it writes) saw.
+                    with contextlib.suppress(FileExistsError):
+                        os.link(part, copy)
+                finally:
+                    part.unlink(missing_ok=True)
                 _prune(folder)
                 return copy
         except (OSError, zipfile.BadZipFile) as exc:

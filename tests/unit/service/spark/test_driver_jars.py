@@ -154,3 +154,18 @@ def test_a_kept_command_naming_a_removed_copy_is_not_present(tmp_path: Path) -> 
     copy.unlink()
     assert not driver_jars.copies_present(kept, tmp_path)
     assert driver_jars.copies_present(["java", "Main"], tmp_path)
+
+
+def test_a_copy_another_start_made_meanwhile_is_kept_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two starts on an empty cache: the second's copy never replaces the first's, whose
+    mtime a class archive may already hold."""
+    signed = make_jar(tmp_path / "janino-3.1.9.jar", signed=True)
+    copies = tmp_path / "copies"
+    first = unsigned_copy(copies)(signed)
+    made = first.stat().st_mtime_ns, first.stat().st_ino
+    real_is_file = Path.is_file
+    # The second start looked before the first had linked its copy.
+    monkeypatch.setattr(Path, "is_file", lambda p: False if p == first else real_is_file(p))
+    assert unsigned_copy(copies)(signed) == first
+    assert (first.stat().st_mtime_ns, first.stat().st_ino) == made
+    assert not list(copies.glob("*.part"))
