@@ -44,11 +44,10 @@ def named(command: list[str], jars: Path, listed: list[str], unsigned: Callable[
     jars ``listed`` there (the folder's names, in its order), less ``UNUSED``, each as
     ``unsigned`` gives it. Unchanged when there is no such entry, or the class path would
     grow too long for one argument."""
-    try:
-        at = command.index("-cp") + 1
-        entries = command[at].split(os.pathsep)
-    except (ValueError, IndexError):
+    found = _class_path(command)
+    if found is None:
         return command
+    at, entries = found
     wildcard = str(jars / "*")
     if wildcard not in entries:
         return command
@@ -111,11 +110,17 @@ def unsigned_copy(folder: Path | None) -> Callable[[Path], Path]:
 
 def copies_present(command: list[str], folder: Path) -> bool:
     """Whether every jar of ``command``'s class path in ``folder`` (a copy) is still there."""
+    found = _class_path(command)
+    return found is None or all(Path(e).is_file() for e in found[1] if Path(e).parent == folder)
+
+
+def _class_path(command: list[str]) -> tuple[int, list[str]] | None:
+    """Where ``command``'s class path (``-cp``) is, and its entries; None without one."""
     try:
-        entries = command[command.index("-cp") + 1].split(os.pathsep)
+        at = command.index("-cp") + 1
+        return at, command[at].split(os.pathsep)
     except (ValueError, IndexError):
-        return True
-    return all(Path(e).is_file() for e in entries if Path(e).parent == folder)
+        return None
 
 
 def _prune(folder: Path) -> None:
