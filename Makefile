@@ -112,7 +112,7 @@ bench: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)
 # setting each instead of the sweeps; results in bench/results/quick.json and quick.md.
 BENCH_QUICK_ARGS := --orders 30000 --reps 1 --changelog-records 100000 --changelog-keys 100 \
   --latency-seconds 10 --warmup-seconds 3 --probe-seconds 5 --triggers 250ms \
-  --sustained-seconds 8 --sustained-fractions 0.3,0.6 --peer-sustained-fractions 0.3,0.6 \
+  --sustained-seconds 8 --sustained-fractions 0.3,0.6 --failover-kills 1 --peer-sustained-fractions 0.3,0.6 \
   --ours-caps none --ours-masters 'local[3]' --kstreams-threads 1 --spark-shuffle-partitions 4 \
   --windows-rate 500 --windows-seconds 40 --no-profile --output bench/results/quick.json
 bench-quick: install $(VENV)/.bench-installed $(QUIX_VENV)/.installed $(KSTREAMS_JAR)

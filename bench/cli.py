@@ -103,6 +103,9 @@ def _words(text: str) -> tuple[str, ...]:
                    "catch-up rate in this run, lowest first.")
 @click.option("--sustained-seconds", type=click.FloatRange(min=3), default=60.0, show_default=True,
               help="How long each sustained-rate step is held.")
+@click.option("--failover-kills", type=click.IntRange(min=1), default=10, show_default=True,
+              help="SIGKILLs of a daemon with a hot standby in the recovery scenario (the restarts without "
+                   "one are repeated --reps times).")
 @click.option("--windows-rate", type=click.IntRange(min=10), default=1_000, show_default=True,
               help="Order events per second fed in the event-time windows scenario.")
 @click.option("--windows-seconds", type=click.FloatRange(min=10), default=90.0, show_default=True,
@@ -130,7 +133,8 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstre
           scaling_orders: int, scaling_min_partitions: int, changelog_records: int, changelog_keys: int,
           latency_rate: int, latency_seconds: float,
           probe_seconds: float | None, warmup_seconds: float, triggers: str, sustained_fractions: str,
-          peer_sustained_fractions: str, sustained_seconds: float, windows_rate: int, windows_seconds: float,
+          peer_sustained_fractions: str, sustained_seconds: float, failover_kills: int, windows_rate: int,
+          windows_seconds: float,
           windows_speedup: float, flush_s: float, poll_s: float,
           profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
           output: Path, label: str) -> None:
@@ -159,6 +163,7 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstre
         trigger_candidates=tuple(sorted(parse_duration(t) for t in _words(triggers))),
         sustained_fractions=_fractions(sustained_fractions),
         peer_sustained_fractions=_fractions(peer_sustained_fractions), sustained_seconds=sustained_seconds,
+        failover_kills=failover_kills,
         windows_rate=windows_rate, windows_seconds=windows_seconds, windows_speedup=windows_speedup,
         flush_s=flush_s, poll_s=poll_s, profile=profile, quix_python=quix_python, bootstrap=bootstrap,
         work_dir=work_dir, keep_work=keep_work, output=output, label=label,

@@ -52,6 +52,8 @@ class BenchConfig:
     flush_s: float = 5.0
     poll_s: float = 0.025
     kill_after_batches: int = 3
+    # Kills of a daemon with a hot standby in the recovery scenario: its goal is stated over ten.
+    failover_kills: int = 10
     # The sustained-rate steps, as fractions of the plain consumer's read rate.
     sustained_fractions: tuple[float, ...] = (0.3, 0.45, 0.6, 0.75, 0.9)
     sustained_seconds: float = 60.0

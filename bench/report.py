@@ -332,7 +332,8 @@ def _recovery(r: dict[str, Any]) -> Section:
             continue
         s = r[mode]
         restored = [run["restored_records"] for run in s["runs"] if run["restored_records"] is not None]
-        sec.rows.append([mode, spread(s["to_first_batch_s"], _s), spread(s["to_store_ready_s"], _s),
+        sec.rows.append([f"{mode} ({len(s['runs'])} kills)", spread(s["to_first_batch_s"], _s),
+                         spread(s["to_store_ready_s"], _s),
                          spread(s["store_ready_to_first_batch_s"], _s),
                          ", ".join(f"{run['first_batch_orders']:,}" for run in s["runs"]),
                          ", ".join(f"{n:,}" for n in restored) or "-"])

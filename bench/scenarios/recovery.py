@@ -4,7 +4,8 @@ disk, and a failover to a hot standby.
 A daemon runs on fresh topics with the default trigger while orders arrive at
 ``--latency-rate``. Right after its ``kill_after_batches``-th committed batch (+0.5 s,
 so the kill lands mid-cycle) its whole process group (driver, JVM, workers) is
-SIGKILLed; for ``disk-loss`` the state dir is deleted too (the Spark checkpoint stays,
+SIGKILLed (``--reps`` times for each restart, ``--failover-kills`` times with a
+standby); for ``disk-loss`` the state dir is deleted too (the Spark checkpoint stays,
 and the daemon must notice that it runs ahead of the store). For ``kill9`` and
 ``disk-loss`` a new daemon starts at once, on the same dirs; for ``failover`` a
 ``--standby`` on dirs of its own has been following all along. The clock runs from the
@@ -56,7 +57,8 @@ def run(ctx: BenchContext, stream: OrderStream) -> dict[str, Any]:
     out: dict[str, Any] = {"rate": ctx.cfg.latency_rate, "kill_after_batches": ctx.cfg.kill_after_batches,
                            "trigger": f"{round(ctx.cfg.default_trigger_s * 1000)}ms"}
     for mode in MODES:
-        runs = [_measure(ctx, stream, mode, rep) for rep in range(1, ctx.cfg.reps + 1)]
+        kills = ctx.cfg.failover_kills if mode == "failover" else ctx.cfg.reps
+        runs = [_measure(ctx, stream, mode, rep) for rep in range(1, kills + 1)]
         out[mode] = {
             "to_first_batch_s": summarize([r.to_first_batch_s for r in runs]),
             "to_store_ready_s": summarize([r.to_store_ready_s for r in runs]),
