@@ -27,6 +27,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from service.spark.cache_files import keep_newest
+
 log = logging.getLogger("brewstream.jvm")
 
 UNUSED = ("spark-mllib_",)
@@ -100,7 +102,7 @@ def unsigned_copy(folder: Path | None) -> Callable[[Path], Path]:
                         os.link(part, copy)
                 finally:
                     part.unlink(missing_ok=True)
-                _prune(folder)
+                keep_newest(folder.glob("*.jar"), _KEPT_COPIES)
                 return copy
         except (OSError, zipfile.BadZipFile) as exc:
             log.debug("the driver loads %s signed: %s", jar, exc)
@@ -121,9 +123,3 @@ def _class_path(command: list[str]) -> tuple[int, list[str]] | None:
         return at, command[at].split(os.pathsep)
     except (ValueError, IndexError):
         return None
-
-
-def _prune(folder: Path) -> None:
-    copies = sorted(folder.glob("*.jar"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in copies[_KEPT_COPIES:]:
-        old.unlink(missing_ok=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from service.spark import driver_jars, jvm_archive
+from service.spark.cache_files import keep_newest
 
 log = logging.getLogger("brewstream")
 
@@ -173,8 +174,6 @@ def _keep(path: Path, command: list[str]) -> None:
         part = path.with_suffix(f".{os.getpid()}.part")
         part.write_text(json.dumps(command))
         part.replace(path)
-        kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[_KEPT:]:
-            old.unlink(missing_ok=True)
+        keep_newest(path.parent.glob("*.json"), _KEPT)
     except OSError:
         log.debug("keeping Spark's JVM command failed", exc_info=True)
