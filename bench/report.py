@@ -435,7 +435,8 @@ def _windows(r: dict[str, Any]) -> Section:
         sec.notes.append("brewstream's batches (start to commit), mean per run: "
                          + ", ".join(f"{run['batch_mean_s']:.2f} s over {run['batches']}" for run in batches)
                          + "; a window's result comes with the batch holding the record that closes it, which "
-                         "starts at the next trigger (250 ms) once the batch before it is done; Kafka Streams "
+                         "starts once the batch before it is done and 100 records wait, or 250 ms after that batch "
+                         "started (the default: no trigger interval); Kafka Streams "
                          "judges each event as it comes and commits every 100 ms, after one more hop through its "
                          "repartition topic")
     return sec

@@ -11,7 +11,7 @@ it, per system:
 
 - brewstream: watermark = min, over the input partitions that had events (none idle
   here), of the highest event time seen - 30 s; final once it reaches end + 2m30s. It moves
-  between micro-batches (trigger 250 ms): the batch holding the record that moves it
+  between micro-batches (the default trigger, no interval): the batch holding the record that moves it
   there emits the result, in the transaction that commits the batch.
 - Kafka Streams: stream time = the highest event time its windowing task has seen; every
   event goes through one repartition topic to that one task (the count is over all

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+SPARK_LOG_ENV = "BREWSTREAM_SPARK_LOG"  # where LOG_CONFIG writes Spark's warnings and errors
 METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
 JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
@@ -120,8 +121,10 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
                                        archive.options) if o)
-    if log_file is not None:
-        driver_opts += f" -Dbrewstream.spark.log={Path(log_file).resolve()}"
+    if log_file is not None and launching:
+        # Named in the JVM's environment, not its command: the command is then the same for
+        # every state dir, and the one kept from the last start serves them all (service.spark.launch).
+        os.environ[SPARK_LOG_ENV] = str(Path(log_file).resolve())
     settings: dict[str, str] = {
         **DEFAULTS,
         jars_key: LISTS[jars_key].join(str(j) for j in jars),

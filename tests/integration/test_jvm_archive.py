@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.spark.jvm_archive import CACHE_ENV
-from service.spark.session import METASPACE_OPTION
+from service.spark.session import METASPACE_OPTION, SPARK_LOG_ENV
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
@@ -59,6 +59,11 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
         # brewstream kept (service/spark/launch.py).
         kept = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
         assert Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")[:-1] in kept
+        # The command names no state dir, so the one kept serves every state dir; Spark's
+        # log is named in the JVM's environment instead.
+        assert str(tmp_path / "state") not in Path(f"/proc/{jvm}/cmdline").read_text(errors="replace")
+        spark_log = f"{SPARK_LOG_ENV}={(tmp_path / 'state' / 'spark.log').resolve()}"
+        assert spark_log.encode() in Path(f"/proc/{jvm}/environ").read_bytes().split(b"\0")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0, log.read_text()[-3000:]
     finally:
