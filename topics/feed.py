@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topics.catalog import ORDERS
 from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_line
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, partitions_of
 from topics.orders_gen import OrderGenerator
-from topics.records import produce_waiting
+from topics.records import close_transactional, is_fatal, produce_waiting
 
 Headers = list[tuple[str, bytes]]
 Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]  # key, value[, headers]
@@ -82,6 +84,23 @@ def _key_of(value: bytes) -> bytes | None:
     return shop.encode() if isinstance(shop, str) else None
 
 
+# An idempotent producer alone may still write a record twice: when a partition's leader
+# changes under it, librdkafka may bump its epoch and send again what the old leader had
+# written already (a rolling restart did this once in the broker drill). A transaction
+# makes a send all-or-nothing for read_committed readers, which is how the daemon reads
+# its input: so every tick is one transaction, and a tick Kafka aborts is sent again whole.
+FEED_TXN_TIMEOUT_S = 60.0
+# How long one tick may wait for the cluster to heal (a lost quorum, a leader election)
+# before the feed gives up with an error.
+FEED_SEND_WAIT_S = 300.0
+RETRY_PAUSE_S = 0.1  # between two calls a retriable error answered at once
+
+
+def feed_transactional_id(topic: str) -> str:
+    """One per feed: two feeds of one topic never fence each other."""
+    return f"brewstream:feed:{topic}:{uuid.uuid4().hex[:12]}"
+
+
 def produce(
     conn: KafkaConnection,
     records: Iterable[Record],
@@ -92,61 +111,143 @@ def produce(
     per_tick: int = 12,
     stop: threading.Event | None = None,
     on_progress: Callable[[int], None] | None = None,
+    transactional: bool = True,
 ) -> FeedResult:
     """Send ``per_tick`` records every ``interval_s`` (0: as fast as possible).
 
-    Stops after ``count`` records, when ``records`` runs out, or when ``stop`` is set,
-    and always waits for every delivery report before returning.
+    Stops after ``count`` records, when ``records`` runs out, or when ``stop`` is set. Each
+    tick is one transaction (see ``FEED_SEND_WAIT_S``), so every record is in the topic
+    once when this returns; ``transactional=False`` sends with an idempotent producer only
+    and waits for every delivery report (a bulk load into a topic nobody faults).
     """
     partitions_of(conn, topic)  # a missing topic is an error, not an auto-create
-    producer = conn.producer({"linger.ms": 5, "enable.idempotence": True, "acks": "all"})
-    result = FeedResult()
+    txn_id = feed_transactional_id(topic) if transactional else None
+    settings: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all"}
+    if txn_id is not None:
+        settings |= {"transactional.id": txn_id, "transaction.timeout.ms": int(FEED_TXN_TIMEOUT_S * 1000)}
+    sender = TickSender(conn.producer(settings), topic, txn_id)
     stop = stop or threading.Event()
-
-    def delivered(err: KafkaError | None, _msg: Message) -> None:
-        if err is None:
-            result.sent += 1
-        else:
-            result.failed += 1
-            result.first_error = result.first_error or err.str()
-
     queued = 0
     next_tick = time.monotonic()
     it = iter(records)
-    while not stop.is_set() and (count is None or queued < count):
-        batch = per_tick if interval_s > 0 else 10_000
-        if count is not None:
-            batch = min(batch, count - queued)
-        exhausted = False
-        for _ in range(batch):
-            try:
-                key, value, *headers = next(it)
-            except StopIteration:
-                exhausted = True
-                break
-            produce_waiting(producer, topic, key, value, headers=headers[0] if headers else None,
-                            on_delivery=delivered)
-            queued += 1
-        producer.poll(0)
-        if on_progress is not None:
-            on_progress(queued)
-        if exhausted:
-            break
-        if interval_s > 0:
-            next_tick += interval_s
-            stop.wait(max(0.0, next_tick - time.monotonic()))
-    remaining = producer.flush(60)
-    if remaining:
-        raise BrewError(f"{remaining} records were not delivered to {topic} within 60s")
-    return result
+    try:
+        while not stop.is_set() and (count is None or queued < count):
+            size = per_tick if interval_s > 0 else 10_000
+            if count is not None:
+                size = min(size, count - queued)
+            tick = list(itertools.islice(it, size))
+            sender.send(tick)
+            queued += len(tick)
+            if on_progress is not None:
+                on_progress(queued)
+            if len(tick) < size:
+                break  # the records ran out
+            if interval_s > 0:
+                next_tick += interval_s
+                stop.wait(max(0.0, next_tick - time.monotonic()))
+        return sender.finish()
+    finally:
+        sender.close()
 
+
+class TickSender:
+    """One tick of records at a time: in a transaction of its own (``txn_id``), sent again
+    whole when Kafka aborts it; or, without one, idempotent produces flushed at the end."""
+
+    def __init__(self, producer: Producer, topic: str, txn_id: str | None) -> None:
+        self.topic = topic
+        self.result = FeedResult()
+        self._txn_id = txn_id
+        self._producer = producer
+        if self._txn_id is not None:
+            self._until(lambda left: self._producer.init_transactions(left), time.monotonic() + FEED_SEND_WAIT_S,
+                        f"cannot start transactions as {self._txn_id}")
+
+    def send(self, tick: list[Record]) -> None:
+        if not tick:
+            return
+        if self._txn_id is None:
+            for key, value, *headers in tick:
+                produce_waiting(self._producer, self.topic, key, value, headers=headers[0] if headers else None,
+                                on_delivery=self._delivered)
+            self._producer.poll(0)
+            return
+        deadline = time.monotonic() + FEED_SEND_WAIT_S
+        while True:
+            try:
+                self._producer.begin_transaction()
+                for key, value, *headers in tick:
+                    produce_waiting(self._producer, self.topic, key, value, headers=headers[0] if headers else None)
+            except KafkaException as exc:
+                if is_fatal(exc.args[0]):
+                    raise BrewError(f"{len(tick)} records could not be sent to {self.topic}: "
+                                    f"{exc.args[0].str()}") from None
+                self._abort(deadline)
+            else:
+                if self._commit(deadline):
+                    self.result.sent += len(tick)
+                    return
+            # Aborted: none of the tick is visible to a read_committed reader; send it again.
+            if time.monotonic() >= deadline:
+                raise BrewError(f"{len(tick)} records could not be committed to {self.topic} within "
+                                f"{FEED_SEND_WAIT_S:.0f}s; is the cluster healthy?")
+
+    def finish(self) -> FeedResult:
+        if self._txn_id is None:
+            remaining = self._producer.flush(60)
+            if remaining:
+                raise BrewError(f"{remaining} records were not delivered to {self.topic} within 60s")
+        return self.result
+
+    def close(self) -> None:
+        close_transactional(self._producer, 0)
+
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            self.result.sent += 1
+        else:
+            self.result.failed += 1
+            self.result.first_error = self.result.first_error or err.str()
+
+    def _commit(self, deadline: float) -> bool:
+        """True once committed; False when Kafka aborted the transaction instead."""
+        try:
+            self._until(lambda left: self._producer.commit_transaction(left), deadline,
+                        f"{self.topic}: a transaction of the feed could not be committed")
+            return True
+        except _Abortable:
+            self._abort(deadline)
+            return False
+
+    def _abort(self, deadline: float) -> None:
+        self._until(lambda left: self._producer.abort_transaction(left), deadline,
+                    f"{self.topic}: a transaction of the feed could not be aborted", abortable_ok=False)
+
+    def _until(self, call: Callable[[float], None], deadline: float, what: str, abortable_ok: bool = True) -> None:
+        """``call`` (with the time left) again past retriable errors until ``deadline``;
+        ``_Abortable`` when the transaction must be aborted, a ``BrewError`` for the rest."""
+        while True:
+            try:
+                call(max(1.0, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if abortable_ok and err.txn_requires_abort() and not is_fatal(err):
+                    raise _Abortable(err.str()) from None
+                if is_fatal(err) or not err.retriable() or time.monotonic() >= deadline:
+                    raise BrewError(f"{what}: {err.str()}") from None
+                time.sleep(RETRY_PAUSE_S)
+
+
+class _Abortable(Exception):
+    """Kafka aborted (or must abort) the transaction in flight."""
 
 
 class PacedFeeder(threading.Thread):
     """``produce`` on a thread of its own, for drills and tests: ``per_tick`` records every
     ``interval_s`` until the records run out or ``stop``. ``finish`` proves every record it
-    queued was delivered (an idempotent producer with acks=all: a produce the cluster
-    refuses is retried, never lost or doubled), so an oracle summed over the records holds."""
+    queued was committed, each tick in one transaction (a tick the cluster aborts is sent
+    again whole: never lost or doubled), so an oracle summed over the records holds."""
 
     def __init__(self, conn: KafkaConnection, topic: str, records: Iterable[Record], interval_s: float = 0.1,
                  per_tick: int = 1, name: str = "feeder") -> None:
@@ -181,12 +282,12 @@ class PacedFeeder(threading.Thread):
         self.halt.set()
 
     def finish(self, timeout: float = 120) -> FeedResult:
-        """Stop feeding and wait; a ``BrewError`` unless every record queued was delivered."""
+        """Stop feeding and wait; a ``BrewError`` unless every record queued was committed."""
         self.halt.set()
         self.join(timeout)
         if self.error or self.result is None:
             raise BrewError(f"feeding {self.topic} failed: {self.error or 'the feeder did not finish'}")
         if self.result.failed or self.result.sent != self.queued:
-            raise BrewError(f"{self.result.failed} of {self.queued} records were not delivered to {self.topic} "
+            raise BrewError(f"{self.result.failed} of {self.queued} records were not committed to {self.topic} "
                             f"({self.result.first_error})")
         return self.result

@@ -12,8 +12,8 @@ between them, every fault kind of ``KINDS``, ``rounds`` times each in a seeded o
   then SIGCONTed;
 - a rolling restart: each broker stopped cleanly and back in every ISR before the next;
 - two brokers SIGKILLed at once (the ISR below min.insync.replicas, and on a three-node
-  KRaft cluster the quorum lost): every produce is refused and retried, never lost or
-  doubled; then both back;
+  KRaft cluster the quorum lost): every feed transaction is refused and sent again, never
+  lost or doubled; then both back;
 - the active daemon SIGKILLed while a broker is down: restarted alone, or the standby
   takes over (the killed one comes back as the standby);
 - with the sandbox's fault proxy (the daemons bootstrap through it; the drill's own feeder
@@ -28,7 +28,9 @@ daemon exited or printed a traceback. Commits are seen in the daemons' own batch
 read as they are written (not through Kafka, which is what is being faulted).
 
 At the end of each pass: the store, the DLQ (each bad order once) and a fresh restore
-from the changelog against an oracle summed from the orders the feeder had delivered; and
+from the changelog against an oracle summed from the orders the feeder had committed, and
+the input read back holding as many records as were fed (a feed that doubled a record
+would make the oracle wrong, not the daemon); and
 no transaction left hanging: the coordinator describes the changelog's transactional.id
 (DescribeTransactions, ``sandbox.kafka_wire``) in no open state, and every changelog and
 DLQ partition's last stable offset equals its high watermark.
@@ -62,6 +64,7 @@ from service.drills.recovery import (
     DrillConfig,
     Verdict,
     add_cups,
+    committed_records,
     count_dlq,
     drained,
     order_stream,
@@ -190,8 +193,9 @@ def first_commit_after(commits: list[float], moment: float) -> float | None:
 
 class SteadyFeeder(PacedFeeder):
     """Orders at a steady rate until stopped (``topics.feed.PacedFeeder``); the oracle sums
-    what was queued, and ``finish`` proves every record was delivered (a produce the cluster
-    refuses is retried, never lost or doubled)."""
+    what was queued, ``finish`` proves every record was committed (a tick the cluster aborts
+    is sent again whole, never lost or doubled), and the pass reads the input back to see
+    that it holds as many records as were fed."""
 
     def __init__(self, conn: KafkaConnection, topic: str, seed: int, rate: int) -> None:
         self.seed = seed
@@ -640,7 +644,7 @@ def run_pass(cfg: BrokerDrillConfig, mode: str, out: TextIO) -> PassResult:
             say(f"  [{mode} {n}/{len(schedule)}] {kind}: {fault.what}; {_outcome(fault)}")
         run.settle()
         feeder.finish()
-        result.expected, result.bad_fed = dict(feeder.expected), feeder.bad
+        result.expected, result.bad_fed, result.fed = dict(feeder.expected), feeder.bad, feeder.queued
         active = daemons.active()
         try:
             wait_until(lambda: drained(direct, topics.orders, active.state), DRAIN_TIMEOUT_S,
@@ -655,6 +659,7 @@ def run_pass(cfg: BrokerDrillConfig, mode: str, out: TextIO) -> PassResult:
                 raise BrewError(f"{inst.name} did not stop cleanly on SIGTERM; see {inst.log}")
         result.counted = read_counts(active.state)
         result.dlq_records, result.dlq_unique = count_dlq(direct, topics.dlq)
+        result.in_input = committed_records(direct, topics.orders)
         result.restored = restore_check(direct, topics.changelog, work / "restore-check")
         result.open_transactions, result.transaction_check = hanging_transactions(direct, topics)
     finally:

@@ -198,7 +198,7 @@ def run_failover_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> FailoverRe
             active, standby = standby, active
             standby.start(standby=True)
         feeder.join()
-        feeder.finish()  # every order the oracle sums was delivered
+        feeder.finish()  # every order the oracle sums was committed
         try:
             wait_until(lambda: drained(cfg.conn, topics.orders, active.state), DRAIN_TIMEOUT_S,
                        "the last active to count every order", every=1.0, give_up=active.exited)

@@ -44,6 +44,7 @@ from topics.errors import BrewError
 from topics.feed import PacedFeeder
 from topics.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
 from topics.orders_gen import OrderGenerator
+from topics.records import read_from
 
 DISK_ACTIONS = ("delete state dir", "delete checkpoint", "delete both", "keep disk")
 FIRST_BATCH_TIMEOUT_S = 180.0
@@ -120,16 +121,26 @@ class Verdict:
     bad_fed: int = 0
     dlq_records: int = 0
     dlq_unique: int = 0
+    # Records fed, and committed records the input holds, when the drill read it back: the
+    # oracle describes the input only when they are equal.
+    fed: int | None = None
+    in_input: int | None = None
+
+    @property
+    def input_as_fed(self) -> bool:
+        return self.in_input is None or self.in_input == self.fed
 
     @property
     def exact(self) -> bool:
         return (self.counted == self.expected and self.restored == self.expected
-                and self.dlq_records == self.dlq_unique == self.bad_fed)
+                and self.dlq_records == self.dlq_unique == self.bad_fed and self.input_as_fed)
 
     def report(self, say: Callable[[str], None]) -> None:
         say(f"orders counted: {sum(self.counted.values())} cups over {len(self.counted)} drinks; "
             f"oracle: {sum(self.expected.values())} cups over {len(self.expected)} drinks")
         say(f"DLQ: {self.dlq_records} records, {self.dlq_unique} distinct, {self.bad_fed} bad orders fed")
+        if self.in_input is not None:
+            say(f"input: {self.in_input} committed records, {self.fed} fed")
         if self.exact:
             say("verdict: exact (store, DLQ and a fresh restore from the changelog all match the oracle)")
             return
@@ -140,6 +151,9 @@ class Verdict:
                 say(f"verdict: NOT exact — {label} minus oracle per drink: {diff}")
         if not self.dlq_records == self.dlq_unique == self.bad_fed:
             say("verdict: NOT exact — the DLQ does not hold each bad order exactly once")
+        if not self.input_as_fed:
+            say(f"verdict: NOT exact — the input holds {self.in_input} committed records and {self.fed} were fed: "
+                "Kafka wrote some twice or lost some, so the oracle does not describe the input")
 
 
 @dataclass
@@ -213,7 +227,7 @@ def run_drill(cfg: DrillConfig, out: TextIO = sys.stdout) -> DrillResult:
             _lose("delete both", state, checkpoint)
             say("  final run: after deleting the state dir and the checkpoint")
         feeder.join()
-        feeder.finish()  # every order the oracle sums was delivered
+        feeder.finish()  # every order the oracle sums was committed
         daemon = _Daemon(cfg, topics, state, checkpoint, work / "daemon-final.log", {})
         daemon.drain(lambda: drained(cfg.conn, topics.orders, state), DRAIN_TIMEOUT_S)
         result.counted = read_counts(state)
@@ -352,6 +366,11 @@ def drained(conn: KafkaConnection, topic: str, state: Path) -> bool:
     finally:
         consumer.close()
     return snapshot.state.next_offsets(topic) == {p: e for p, e in ends.items() if e > 0}
+
+
+def committed_records(conn: KafkaConnection, topic: str) -> int:
+    """The records of ``topic`` a read_committed reader sees, as the daemon reads it."""
+    return sum(1 for _ in read_from(conn, topic))
 
 
 def count_dlq(conn: KafkaConnection, topic: str) -> tuple[int, int]:
