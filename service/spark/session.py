@@ -121,10 +121,15 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
                                        archive.options) if o)
-    if log_file is not None and launching:
+    if launching:
         # Named in the JVM's environment, not its command: the command is then the same for
         # every state dir, and the one kept from the last start serves them all (service.spark.launch).
-        os.environ[SPARK_LOG_ENV] = str(Path(log_file).resolve())
+        # A session without a log file must not inherit an earlier session's: that would
+        # write into another state dir.
+        if log_file is not None:
+            os.environ[SPARK_LOG_ENV] = str(Path(log_file).resolve())
+        else:
+            os.environ.pop(SPARK_LOG_ENV, None)
     settings: dict[str, str] = {
         **DEFAULTS,
         jars_key: LISTS[jars_key].join(str(j) for j in jars),
