@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -95,17 +96,25 @@ class Store:
     few per partition), so a short lock is the simple way to a consistent read.
     """
 
-    def __init__(self, path: Path, read_only: bool = False) -> None:
-        """``read_only`` opens a point-in-time view that works beside a running writer."""
+    def __init__(self, path: Path, read_only: bool = False, follow: bool = False) -> None:
+        """``read_only`` opens a point-in-time view that works beside a running writer;
+        ``follow`` a view beside it that ``catch_up`` brings up to the writer's latest
+        commit, without opening the store again (a RocksDB secondary instance, whose own
+        few files live in a temporary folder until ``close``)."""
         self.path = Path(path)
-        if read_only and not (self.path / "CURRENT").exists():
+        self._follower_dir: str | None = None
+        if (read_only or follow) and not (self.path / "CURRENT").exists():
             raise BrewError(f"no store at {self.path}; run `brewstream run` or `brewstream restore` first")
         try:
-            if read_only:
+            if follow:
+                self._follower_dir = tempfile.mkdtemp(prefix="brewstream-follow-")
+                self._db = Rdict(str(self.path), _options(), access_type=AccessType.secondary(self._follower_dir))
+            elif read_only:
                 self._db = Rdict(str(self.path), _options(), access_type=AccessType.read_only())
             else:
                 self._db = Rdict(str(self.path), _options())
         except Exception as exc:  # rocksdict raises plain Exception for I/O errors
+            self._drop_follower_dir()
             raise BrewError(f"cannot open the store at {self.path}: {_first_line(exc)}"
                             + (f"; {hint}" if (hint := disk_problem(str(exc))) else "")) from None
         self._lock = threading.Lock()
@@ -214,6 +223,19 @@ class Store:
     def flush(self) -> None:
         self._db.flush(wait=True)
 
+    def catch_up(self) -> None:
+        """A store opened with ``follow``: see every batch the writer has committed since."""
+        try:
+            with self._lock:
+                self._db.try_catch_up_with_primary()
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise BrewError(f"cannot follow the store at {self.path}: {_first_line(exc)}") from None
+
+    def _drop_follower_dir(self) -> None:
+        if self._follower_dir is not None:
+            shutil.rmtree(self._follower_dir, ignore_errors=True)
+            self._follower_dir = None
+
     def close(self) -> None:
         if not self._closed:
             with self._lock:
@@ -224,6 +246,7 @@ class Store:
                     # replays the WAL. The error that matters was raised by the write itself.
                     log.debug("closing the store at %s failed", self.path, exc_info=True)
                 self._closed = True
+            self._drop_follower_dir()
 
     def __enter__(self) -> Store:
         return self

@@ -116,8 +116,8 @@ def produce(
     """Send ``per_tick`` records every ``interval_s`` (0: as fast as possible).
 
     Stops after ``count`` records, when ``records`` runs out, or when ``stop`` is set. Each
-    tick is one transaction (see ``FEED_SEND_WAIT_S``), so every record is in the topic
-    once when this returns; ``transactional=False`` sends with an idempotent producer only
+    tick is one transaction (why: above ``FEED_TXN_TIMEOUT_S``), so every record is in the
+    topic once when this returns; ``transactional=False`` sends with an idempotent producer only
     and waits for every delivery report (a bulk load into a topic nobody faults).
     """
     partitions_of(conn, topic)  # a missing topic is an error, not an auto-create

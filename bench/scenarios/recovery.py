@@ -127,7 +127,10 @@ def _check_exact(stream: OrderStream, feed: PacedFeed, dirs: DaemonDirs, topic: 
     for p, o in feed.placed.values():
         targets[p] = max(targets.get(p, 0), o + 1)
     watcher = StoreWatcher(dirs.store, topic, 0.5)
-    wait_until(lambda: watcher.poll() is not None and watcher.committed(targets), DRAIN_TIMEOUT_S,
-               "the recovered daemon to drain the feed", every=0.5, give_up=daemon.exit_reason)
+    try:
+        wait_until(lambda: watcher.poll() is not None and watcher.committed(targets), DRAIN_TIMEOUT_S,
+                   "the recovered daemon to drain the feed", every=0.5, give_up=daemon.exit_reason)
+    finally:
+        watcher.stop()  # never started: this closes its follower
     state = ours.read_store(dirs)
     require_same("brewstream after recovery", state.counts if state else {}, stream.oracle(feed.last_index))

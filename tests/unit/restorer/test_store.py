@@ -1,11 +1,15 @@
-"""The store notices its folder deleted or replaced under it (a real RocksDB in a temp dir)."""
+"""The store notices its folder deleted or replaced under it, and a follower keeps up with a
+writer (a real RocksDB in a temp dir)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pytest
+
 from restorer.store import Store
+from topics.errors import BrewError
 
 
 def test_a_store_knows_when_its_folder_is_deleted_or_replaced(tmp_path: Path) -> None:
@@ -25,3 +29,25 @@ def test_an_intact_store_is_not_gone_after_writes_and_a_flush(tmp_path: Path) ->
             store.commit([(f"k{i}".encode(), b"\x00" * 8)])
         store.flush()
         assert store.gone() is None
+
+
+def test_a_follower_sees_each_commit_of_the_writer_once_it_catches_up(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with Store(path) as writer:
+        writer.commit([(b"latte", b"\x00" * 7 + b"\x01")])
+        follower = Store(path, follow=True)
+        own_files = Path(follower._follower_dir or "")
+        assert own_files.is_dir() and follower.get_u64([b"latte"]) == {b"latte": 1}
+        writer.commit([(b"latte", b"\x00" * 7 + b"\x02"), (b"mocha", b"\x00" * 7 + b"\x05")])
+        writer.flush()  # into an SST file as well as the WAL: the follower reads both
+        writer.commit([(b"latte", b"\x00" * 7 + b"\x03")])
+        assert follower.get_u64([b"latte", b"mocha"]) == {b"latte": 1}  # not caught up yet
+        follower.catch_up()
+        assert follower.get_u64([b"latte", b"mocha"]) == {b"latte": 3, b"mocha": 5}
+        follower.close()
+        assert not own_files.exists()
+
+
+def test_a_follower_needs_a_store(tmp_path: Path) -> None:
+    with pytest.raises(BrewError, match="no store at"):
+        Store(tmp_path / "none", follow=True)
