@@ -24,7 +24,7 @@ from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, TopicShape, describe_topic, is_transient, unavailable
 from topics.partitioner import murmur2_partition
-from topics.records import close_transactional, is_fenced, produce_waiting
+from topics.records import call_until, close_transactional, is_fenced, produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -151,17 +151,9 @@ class ChangelogWriter:
         return positions
 
     def _commit(self) -> None:
-        """Commit, asking again past retriable errors (a commit that timed out may be called
-        again) until ``COMMIT_WAIT_S``; then the last error is raised."""
-        deadline = time.monotonic() + COMMIT_WAIT_S
-        while True:
-            try:
-                self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() >= deadline:
-                    raise
-                log.debug("changelog commit: %s; asking again", exc.args[0].str())
+        """Commit, asking again past retriable errors until ``COMMIT_WAIT_S`` (``call_until``);
+        then the last error is raised."""
+        call_until(self._producer.commit_transaction, time.monotonic() + COMMIT_WAIT_S)
 
     def _abort(self) -> None:
         try:

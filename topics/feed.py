@@ -18,7 +18,7 @@ from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_li
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, partitions_of
 from topics.orders_gen import OrderGenerator
-from topics.records import close_transactional, is_fatal, produce_waiting
+from topics.records import call_until, close_transactional, is_fatal, produce_waiting
 
 Headers = list[tuple[str, bytes]]
 Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]  # key, value[, headers]
@@ -93,7 +93,6 @@ FEED_TXN_TIMEOUT_S = 60.0
 # How long one tick may wait for the cluster to heal (a lost quorum, a leader election)
 # before the feed gives up with an error.
 FEED_SEND_WAIT_S = 300.0
-RETRY_PAUSE_S = 0.1  # between two calls a retriable error answered at once
 
 
 def feed_transactional_id(topic: str) -> str:
@@ -224,19 +223,15 @@ class TickSender:
                     f"{self.topic}: a transaction of the feed could not be aborted", abortable_ok=False)
 
     def _until(self, call: Callable[[float], None], deadline: float, what: str, abortable_ok: bool = True) -> None:
-        """``call`` (with the time left) again past retriable errors until ``deadline``;
-        ``_Abortable`` when the transaction must be aborted, a ``BrewError`` for the rest."""
-        while True:
-            try:
-                call(max(1.0, deadline - time.monotonic()))
-                return
-            except KafkaException as exc:
-                err = exc.args[0]
-                if abortable_ok and err.txn_requires_abort() and not is_fatal(err):
-                    raise _Abortable(err.str()) from None
-                if is_fatal(err) or not err.retriable() or time.monotonic() >= deadline:
-                    raise BrewError(f"{what}: {err.str()}") from None
-                time.sleep(RETRY_PAUSE_S)
+        """``call_until``; ``_Abortable`` when the transaction must be aborted, a
+        ``BrewError`` for the rest."""
+        try:
+            call_until(call, deadline)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if abortable_ok and err.txn_requires_abort() and not is_fatal(err):
+                raise _Abortable(err.str()) from None
+            raise BrewError(f"{what}: {err.str()}") from None
 
 
 class _Abortable(Exception):

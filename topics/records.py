@@ -64,6 +64,29 @@ def fenced_by_newer(err: KafkaError) -> bool:
     return err.code() in _FENCED
 
 
+RETRY_PAUSE_S = 0.1  # between two asks of a transactional call that failed retriably
+
+
+def call_until(call: Callable[[float], object], deadline: float) -> None:
+    """``call`` with the time left (a second at least), asked again past retriable errors
+    until ``deadline``; then the last ``KafkaException`` is raised as it is.
+
+    librdkafka allows a transactional call that failed retriably (a commit that timed out,
+    say) to be called again, and says so with ``retriable()``. An error that also requires
+    an abort, or a fatal one, is raised at once: asking again cannot mend it. Each caller
+    keeps its own handling of those."""
+    while True:
+        try:
+            call(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if (is_fatal(err) or err.txn_requires_abort() or not err.retriable()
+                    or time.monotonic() >= deadline):
+                raise
+            time.sleep(RETRY_PAUSE_S)
+
+
 def close_transactional(producer: Producer, timeout_s: float = 10.0) -> KafkaError | None:
     """Serve a transactional producer's last delivery reports on the way out, and never raise.
 

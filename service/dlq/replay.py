@@ -36,7 +36,7 @@ from topics.clock import utc_iso
 from topics.dlq_lines import SOURCE_HEADER
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, deletion_risk, max_record_bytes, partitions_of, topic_exists
-from topics.records import close_transactional, headers_of, is_fenced, produce_waiting, read_at, read_from
+from topics.records import call_until, close_transactional, headers_of, is_fenced, produce_waiting, read_at, read_from
 from topics.retention import keep_records_fix
 
 log = logging.getLogger("brewstream")
@@ -191,7 +191,7 @@ class Sender:
             # so the fault point finds the records in the log, uncommitted
             self._call(lambda: self._producer.flush(TXN_TIMEOUT_S), "flush")
             self.faults.reached("replay-mid-transaction")
-        self._call(lambda: self._producer.commit_transaction(TXN_TIMEOUT_S), "commit")
+        self._call(lambda: call_until(self._producer.commit_transaction, time.monotonic() + TXN_TIMEOUT_S), "commit")
         if self._failures:  # a committed transaction has no failed records; stay safe anyway
             raise BrewError(f"a replayed record failed: {self._failures[0]}")
         self._open = 0

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topics import feed
+from topics import feed, records
 from topics.errors import BrewError
 from topics.feed import Record, TickSender
 
@@ -71,7 +71,7 @@ def tick(n: int, start: int = 0) -> list[Record]:
 
 @pytest.fixture(autouse=True)
 def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(feed, "RETRY_PAUSE_S", 0.0)
+    monkeypatch.setattr(records, "RETRY_PAUSE_S", 0.0)
 
 
 def sender(commits: list[str]) -> tuple[TickSender, StandInProducer]:

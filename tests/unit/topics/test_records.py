@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.records.badrecords import CarryBudget, carry
+from topics import records
 from topics.partitioner import murmur2, murmur2_partition
-from topics.records import KEY_KEEP, RECORD_OVERHEAD, fit_record, is_fatal
+from topics.records import KEY_KEEP, RECORD_OVERHEAD, call_until, fit_record, is_fatal
 
 HEADERS = [("error", b"not JSON"), ("source-topic", b"brew.orders.v1"), ("source-partition", b"1"),
            ("source-offset", b"7")]
@@ -72,3 +74,45 @@ def test_a_bare_fatal_error_counts_as_fatal_like_its_cause() -> None:
     assert is_fatal(KafkaError(KafkaError._FENCED, fatal=True))
     assert not is_fatal(KafkaError(KafkaError._MSG_TIMED_OUT))
     assert not is_fatal(KafkaError(KafkaError.INVALID_PRODUCER_EPOCH))
+
+
+@pytest.fixture(autouse=True)
+def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "RETRY_PAUSE_S", 0.0)
+
+
+ANSWERS = {
+    "retry": KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True),
+    "abort": KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "epoch bumped", txn_requires_abort=True),
+    "retry-but-abort": KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True, txn_requires_abort=True),
+    "fatal": KafkaError(KafkaError._FATAL, "fatal", fatal=True, retriable=True),
+    "refused": KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed"),
+}
+
+
+@given(st.lists(st.sampled_from(["ok", *ANSWERS]), max_size=8), st.booleans())
+def test_call_until_asks_again_only_past_retriable_errors(answers: list[str], past_deadline: bool) -> None:
+    """Oracle: before the deadline, every plain retriable answer is asked past; the first other
+    answer ends it (returns on ok, raises that very error otherwise). Past the deadline, one
+    call. Never a call after the answer that ends it."""
+    asked: list[str] = []
+
+    def call(left: float) -> None:
+        assert left >= 1.0
+        answer = answers[len(asked)] if len(asked) < len(answers) else "ok"
+        asked.append(answer)
+        if answer != "ok":
+            raise KafkaException(ANSWERS[answer])
+
+    deadline = 0.0 if past_deadline else float("inf")
+    ending = next((i for i, a in enumerate(answers) if a != "retry"), len(answers))
+    if past_deadline:
+        ending = 0
+    final = answers[ending] if ending < len(answers) else "ok"
+    if final == "ok":
+        call_until(call, deadline)
+    else:
+        with pytest.raises(KafkaException) as raised:
+            call_until(call, deadline)
+        assert raised.value.args[0] is ANSWERS[final]
+    assert len(asked) == ending + 1
