@@ -49,6 +49,16 @@ if TYPE_CHECKING:
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 SPARK_LOG_ENV = "BREWSTREAM_SPARK_LOG"  # where LOG_CONFIG writes Spark's warnings and errors
 METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
+# A daemon's driver on a local master compiles with C1 alone. Its batches are small and
+# many (ten a second at 5,000 orders/s), each running a little of a great deal of Spark's
+# code, so C2 keeps compiling through the first minutes, on a thread that takes one of
+# the cores the batches need. On two cores at 5,000 orders/s, the batch cycle's p99 was
+# 0.61 s in the first 15 s and 0.20 s after with the tiered JIT, 0.27 and 0.15 s with C1
+# alone; produce -> committed store p99 0.36-0.45 s against 0.24-0.30 s. A catch-up
+# (``--available-now``) keeps the tiered JIT: its long batch is one hot loop that C2 runs
+# about a third faster (docs/benchmarks.md, "Start fast, stay small"). A user's own
+# -XX:TieredStopAtLevel comes later on the command and wins.
+QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
 log = logging.getLogger(__name__)
@@ -60,7 +70,7 @@ _writing: jvm_archive.Plan | None = None
 
 def build_session(master: str = "local[*]", app_name: str = "brewstream",
                   conf: dict[str, str] | None = None, log_file: Path | None = None,
-                  write_archive: bool = False) -> SparkSession:
+                  write_archive: bool = False, quick_jit: bool = False) -> SparkSession:
     """A session with Spark's Kafka source and the order gate on the classpath, quiet logs and no UI.
 
     ``conf`` (the user's ``--conf``) overrides any setting, spark-defaults.conf overrides
@@ -71,7 +81,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
 
     The driver's JVM maps Spark's class archive when there is one (``service.spark.jvm_archive``);
     with ``write_archive`` and none yet, it writes one as it exits, and the caller ends the
-    session with ``stop_session``, which waits for that.
+    session with ``stop_session``, which waits for that. ``quick_jit``: the driver compiles
+    with C1 alone (``QUICK_JIT_OPTION``).
     """
     global _writing
     # Imported here: pyspark costs a second to import and most commands never need it.
@@ -120,7 +131,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
                if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
-                                       archive.options) if o)
+                                       QUICK_JIT_OPTION if quick_jit else "", archive.options) if o)
     if launching:
         # Named in the JVM's environment, not its command: the command is then the same for
         # every state dir, and the one kept from the last start serves them all (service.spark.launch).

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.spark.jvm_archive import CACHE_ENV
-from service.spark.session import METASPACE_OPTION, SPARK_LOG_ENV
+from service.spark.session import METASPACE_OPTION, QUICK_JIT_OPTION, SPARK_LOG_ENV
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
@@ -46,6 +46,9 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     assert "kept Spark's class archive" in first.stderr, first.stderr[-3000:]
     (archive,) = cache.glob("*.jsa")
     assert not list(cache.glob("*.part"))
+    # A catch-up keeps the tiered JIT (service.spark.session.QUICK_JIT_OPTION).
+    (catch_up,) = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
+    assert QUICK_JIT_OPTION not in catch_up, catch_up
 
     # 2. The next start maps it: the JVM's memory map names the file. It writes nothing.
     log = tmp_path / "second.log"
@@ -58,7 +61,9 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
         # Started without spark-submit's scripts, from the command Spark's launcher built and
         # brewstream kept (service/spark/launch.py).
         kept = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
-        assert Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")[:-1] in kept
+        command = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")[:-1]
+        assert command in kept
+        assert QUICK_JIT_OPTION in command, command  # a daemon compiles with C1 alone
         # The command names no state dir, so the one kept serves every state dir; Spark's
         # log is named in the JVM's environment instead.
         assert str(tmp_path / "state") not in Path(f"/proc/{jvm}/cmdline").read_text(errors="replace")
@@ -129,13 +134,15 @@ def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(p
     """A site's spark.driver.defaultJavaOptions (here from --conf) used to replace brewstream's:
     Spark's log left the state dir, and the archive the run announced was never written."""
     cache = tmp_path / "jvm-cache"
-    theirs_metaspace = "-XX:MetaspaceSize=64m"
+    theirs_metaspace, theirs_jit = "-XX:MetaspaceSize=64m", "-XX:TieredStopAtLevel=4"
     options = jvm_options_of_a_daemon(
-        pipe, tmp_path, f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {theirs_metaspace} {MARK}",
+        pipe, tmp_path,
+        f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {theirs_metaspace} {theirs_jit} {MARK}",
         {CACHE_ENV: str(cache)})
     assert "-XX:+UseSerialGC" in options and "-XX:+UseParallelGC" not in options, options
-    # Both metaspace thresholds are given; the JVM takes the later one, theirs.
+    # Both metaspace thresholds and both JIT levels are given; the JVM takes the later, theirs.
     assert options.index(METASPACE_OPTION) < options.index(theirs_metaspace), options
+    assert options.index(QUICK_JIT_OPTION) < options.index(theirs_jit), options
     assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options), options
     assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in options), options
     text = (tmp_path / "daemon.log").read_text()
