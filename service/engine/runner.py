@@ -456,7 +456,7 @@ class Session:
         try:
             self._spark = build_session(cfg.master, f"brewstream-{self.p.name}", conf=cfg.spark_conf,
                                         log_file=spark_log(cfg), write_archive=True,
-                                        quick_jit=is_local(cfg.master) and not cfg.available_now)
+                                        quick_jit=not cfg.available_now)
         except BrewError as exc:
             self._error = exc
         except BaseException as exc:  # handed to whoever asks for the session

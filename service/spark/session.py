@@ -81,8 +81,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
 
     The driver's JVM maps Spark's class archive when there is one (``service.spark.jvm_archive``);
     with ``write_archive`` and none yet, it writes one as it exits, and the caller ends the
-    session with ``stop_session``, which waits for that. ``quick_jit``: the driver compiles
-    with C1 alone (``QUICK_JIT_OPTION``).
+    session with ``stop_session``, which waits for that. ``quick_jit`` (a daemon's session):
+    on a local master the driver compiles with C1 alone (``QUICK_JIT_OPTION``).
     """
     global _writing
     # Imported here: pyspark costs a second to import and most commands never need it.
@@ -131,7 +131,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
                if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
-                                       QUICK_JIT_OPTION if quick_jit else "", archive.options) if o)
+                                       QUICK_JIT_OPTION if quick_jit and local else "", archive.options) if o)
     if launching:
         # Named in the JVM's environment, not its command: the command is then the same for
         # every state dir, and the one kept from the last start serves them all (service.spark.launch).
