@@ -40,7 +40,7 @@ from service.engine.outage import Outage, ServingWatch, through_outages, trouble
 from service.engine.query import Rewarm, drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
-from service.instance.lease import Announcement, Lease
+from service.instance.lease import Announcement, Lease, LeaseLost
 from service.instance.signals import stop_on_signals
 from service.ops.http_api import HttpApi, serve_http, serving
 from service.ops.metrics import Metrics, MetricsRefresher
@@ -187,6 +187,14 @@ class Daemon:
                     raise
                 self.health.set(FENCED, str(exc))
                 log.warning("%s; back to standby%s", exc, f" behind {holder.instance}" if holder else "")
+                standby = True
+                continue
+            except LeaseLost as exc:
+                # Another instance found the lease free at the same moment and claimed it
+                # first: this one fenced nobody and started nothing, and stands by behind it.
+                if self.cfg.available_now:
+                    raise
+                log.info("%s; standing by", exc)
                 standby = True
                 continue
             except StoreGone as exc:

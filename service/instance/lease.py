@@ -19,7 +19,11 @@ way to be). A watcher thread in every instance tails that partition.
   that sees a later generation announced has been taken over: it stops writing. A holder
   of an older generation announcing again (a process paused past the takeover, then woken)
   takes nothing from anyone: only a real takeover raises the generation, whatever the
-  order the announcements arrive in. Ties (two takeovers at once) go to the greater token.
+  order the announcements arrive in.
+- Two claims of one generation (two instances found the lease free at once): the earlier
+  in the partition stands. The later claimer has read the earlier claim by the time its own
+  comes back, so it yields before it fences anyone: the holder is never fenced by a claim
+  that lost, and never starts a query it must give up.
 - Only the proven holder publishes: one that holds the lease, has seen no later
   generation, and read its own announcement back within the takeover timeout (so it has
   read everything announced before it, a paused process included).
@@ -122,6 +126,13 @@ class Seen:
     what: Announcement
     offset: int
     broker_ms: int  # the broker's time stamp (the instances topic uses LogAppendTime)
+    # Of a lease holder: the offset of its first announcement of this generation held (its
+    # claim), which decides between two claims of one generation; None: this one.
+    claimed_at: int | None = None
+
+    @property
+    def claim(self) -> int:
+        return self.offset if self.claimed_at is None else self.claimed_at
 
 
 FREE, RELEASED, LAPSED, HELD = "free", "released", "lapsed", "held"
@@ -151,12 +162,16 @@ def lease_state(holder: Seen | None, own: Sequence[Seen], timeout_s: float) -> s
     return HELD
 
 
-def overtaken(holding: bool, generation: int, token: str, holder: Seen | None) -> bool:
-    """Pure: while this instance holds the lease at ``generation``, another live holder
-    announced a later one (a real takeover; a tie goes to the greater token). A holder of an
-    older generation (a paused process woken up) overtakes nobody, whenever it announces."""
-    return (holding and holder is not None and holder.what.role not in _GONE
-            and (holder.what.generation, holder.what.token) > (generation, token))
+def overtaken(holding: bool, generation: int, claim: int | None, holder: Seen | None) -> bool:
+    """Pure: while this instance holds the lease at ``generation``, claimed at offset
+    ``claim`` (None: its claim not read back yet), another live holder announced a later
+    generation (a real takeover), or claimed the same one earlier in the partition. A holder
+    of an older generation (a paused process woken up) overtakes nobody, whenever it
+    announces."""
+    if not holding or holder is None or holder.what.role in _GONE:
+        return False
+    theirs = holder.what.generation
+    return theirs > generation or (theirs == generation and (claim is None or holder.claim < claim))
 
 
 def announcement_interval(interval_s: float, holding: bool, holder: Seen | None) -> float:
@@ -173,9 +188,10 @@ def next_generation(seen: Iterable[Seen]) -> int:
 
 
 def current_holder(seen: Iterable[Seen]) -> Seen | None:
-    """Pure: of the announcements of lease holders, the one of the latest generation (its
-    latest word): a woken older holder's later announcement does not displace it."""
-    return max(seen, key=lambda s: (s.what.generation, s.what.token, s.offset), default=None)
+    """Pure: of the latest announcements of lease holders (one per process), the one of the
+    latest generation, of its claims the earliest: a woken older holder's later announcement
+    does not displace it, nor does a claim that lost the race to it."""
+    return max(seen, key=lambda s: (s.what.generation, -s.claim, s.offset), default=None)
 
 
 class LeaseRefused(BrewError):
@@ -183,7 +199,7 @@ class LeaseRefused(BrewError):
 
 
 class LeaseLost(BrewError):
-    """Another instance took the lease while this one held it."""
+    """Another instance claimed the lease first, when both found it free."""
 
 
 class Lease:
@@ -193,7 +209,11 @@ class Lease:
                  timeout_s: float = TAKEOVER_TIMEOUT_S) -> None:
         self.conn, self.topic, self.me = conn, topic, me
         self.interval_s, self.timeout_s = interval_s, timeout_s
-        self._producer = conn.producer({"linger.ms": 0, "acks": "all"})
+        # Our announcements land in the order we say them (one announcing at a time, one
+        # request in flight however the sends are retried): a claim is our first holding
+        # announcement of its generation, and a word said before it must not land after it.
+        self._producer = conn.producer({"linger.ms": 0, "acks": "all", "max.in.flight.requests.per.connection": 1})
+        self._announcing = threading.Lock()
         self._lock = threading.Lock()
         self._latest: dict[str, Seen] = {}  # token -> latest announcement of that process
         self._own_latest: Seen | None = None
@@ -205,6 +225,7 @@ class Lease:
         self._role = "starting"
         self._holds = False
         self._generation = 0
+        self._claim: int | None = None  # offset of our claim of ``_generation``, once read back
         self._own_read_at: float | None = None  # monotonic: when our own announcement last came back
         self._threads: list[threading.Thread] = []
 
@@ -249,20 +270,28 @@ class Lease:
         """Take the lease: announce it held at a generation above any seen, and wait until
         that announcement is read back (so every later reader of the topic sees it before
         this instance fences the changelog's writer). ``KafkaUnavailable`` when it is not
-        read back within ``timeout_s``. Returns the generation."""
+        read back within ``timeout_s``. Returns the generation. ``LeaseLost`` when another
+        instance claimed it first (the same generation, earlier in the partition: read by
+        the time ours came back); this one then holds nothing and has fenced nobody."""
         with self._lock:
             self._generation = next_generation([*self._latest.values(), *filter(None, [self._own_latest])])
             self._holds = True
+            self._claim = None
             generation = self._generation
         self.announce()
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            while not (self._own_latest is not None and self._own_latest.what.generation == generation
-                       and self._own_latest.what.holds_lease):
+            while self._claim is None:
                 if time.monotonic() > deadline:
                     raise KafkaUnavailable(f"announcing the lease on {self.topic} did not come back within "
                                            f"{timeout_s:g}s")
                 self._changed.wait(0.05)
+            first = self._overtaker()
+            if first is not None:
+                self._holds = False
+        if first is not None:
+            self.announce()
+            raise LeaseLost(f"{first.describe()} claimed the lease of changelog {self.me.changelog} first")
         return generation
 
     @property
@@ -276,17 +305,18 @@ class Lease:
         pause, not before it has read whatever was announced meanwhile)."""
         with self._lock:
             fresh = self._own_read_at is not None and time.monotonic() - self._own_read_at <= self.timeout_s
-            return self._holds and fresh and not overtaken(True, self._generation, self.me.token, self._holder())
+            return self._holds and fresh and not overtaken(True, self._generation, self._claim, self._holder())
 
     def announce(self) -> None:
-        with self._lock:
-            what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
-                           generation=self._generation)
-        try:
-            self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION)
-            self._producer.poll(0)
-        except (BufferError, KafkaException) as exc:
-            log.warning("announcing this instance failed: %s", exc)
+        with self._announcing:
+            with self._lock:
+                what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
+                               generation=self._generation)
+            try:
+                self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION)
+                self._producer.poll(0)
+            except (BufferError, KafkaException) as exc:
+                log.warning("announcing this instance failed: %s", exc)
 
     # ---------------------------------------------------------------- decisions
 
@@ -369,9 +399,9 @@ class Lease:
 
     def _overtaker(self) -> Announcement | None:
         """Another live process holding the lease at a later generation than this
-        instance's last, or None."""
+        instance's last, or at the same one claimed earlier (``overtaken``), or None."""
         seen = self._holder()
-        return seen.what if seen is not None and overtaken(True, self._generation, self.me.token, seen) else None
+        return seen.what if seen is not None and overtaken(True, self._generation, self._claim, seen) else None
 
     # ---------------------------------------------------------------- threads
 
@@ -414,12 +444,17 @@ class Lease:
         what = Announcement.decode(msg.value())
         if what is None or what.changelog != self.me.changelog:
             return
-        seen = Seen(what, msg.offset() or 0, msg.timestamp()[1])
+        offset = msg.offset() or 0
         with self._lock:
             if what.token == self.me.token:
-                self._own_latest = seen
+                self._own_latest = seen = Seen(what, offset, msg.timestamp()[1])
                 self._own_seen.append(seen)
                 self._own_read_at = time.monotonic()
+                if what.holds_lease and what.generation == self._generation and self._claim is None:
+                    self._claim = offset
             else:
-                self._latest[what.token] = seen
+                before = self._latest.get(what.token)
+                claim = (before.claim if before is not None and what.holds_lease and before.what.holds_lease
+                         and before.what.generation == what.generation else None)
+                self._latest[what.token] = Seen(what, offset, msg.timestamp()[1], claim)
             self._changed.notify_all()

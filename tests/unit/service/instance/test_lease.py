@@ -57,38 +57,50 @@ def test_an_outage_of_the_instances_partition_is_nobody_s_silence() -> None:
 
 def test_a_holder_is_overtaken_only_by_a_later_generation() -> None:
     # A takeover raised the generation: the holder of generation 3 is overtaken.
-    assert overtaken(True, 3, "a", seen(21, 5_100, token="b", generation=4))
+    assert overtaken(True, 3, 10, seen(21, 5_100, token="b", generation=4))
     # A woken holder of an older generation announcing later takes nothing.
-    assert not overtaken(True, 4, "b", seen(99, 9_000, token="a", generation=3))
-    assert not overtaken(False, 3, "a", seen(21, 5_100, token="b", generation=4))
-    assert not overtaken(True, 3, "a", seen(21, 5_100, "fenced", token="b", generation=4))
-    # Two takeovers at once: the greater token wins, and only one of the two yields.
-    assert overtaken(True, 4, "a", seen(21, 5_100, token="b", generation=4))
-    assert not overtaken(True, 4, "b", seen(20, 5_000, token="a", generation=4))
+    assert not overtaken(True, 4, 10, seen(99, 9_000, token="a", generation=3))
+    assert not overtaken(False, 3, 10, seen(21, 5_100, token="b", generation=4))
+    assert not overtaken(True, 3, 10, seen(21, 5_100, "fenced", token="b", generation=4))
+
+
+def test_of_two_claims_of_one_generation_the_earlier_in_the_partition_stands() -> None:
+    """Two instances found the lease free at once and both claimed generation 4."""
+    first, second = 20, 21
+    # The first claimer's later announcements still date its claim at offset 20.
+    theirs = Seen(seen(90, 9_000, token="a", generation=4).what, 90, 9_000, claimed_at=first)
+    assert overtaken(True, 4, second, theirs)
+    assert not overtaken(True, 4, first, seen(second, 5_000, token="b", generation=4))
+    # Before our own claim is read back, a claim of our generation already read is earlier.
+    assert overtaken(True, 4, None, seen(second, 5_000, token="b", generation=4))
+    assert current_holder([seen(second, 5_000, token="b", generation=4), theirs]) == theirs
 
 
 @settings(max_examples=300, deadline=None)
-@given(gens=st.lists(st.tuples(st.integers(0, 6), st.sampled_from("abc")), min_size=1, max_size=8),
+@given(claims=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), min_size=1, max_size=8),
        order=st.randoms(use_true_random=False))
-def test_the_holder_is_the_latest_generation_in_any_order_of_arrival(
-        gens: list[tuple[int, str]], order: object) -> None:
-    """However late a paused holder's announcements arrive, the holder everyone sees is the
-    one of the latest generation; a takeover's generation is above every one seen."""
+def test_the_holder_is_the_latest_generation_first_claimed_in_any_order_of_arrival(
+        claims: list[tuple[int, int]], order: object) -> None:
+    """Processes claim generations; each is then seen by its latest announcement, which
+    dates its claim. However late a paused holder's announcements arrive, the holder
+    everyone sees is of the latest generation, of its claims the earliest in the partition;
+    every other holder is overtaken by it, it by nobody; a takeover's generation is above
+    every one seen."""
     import random as _random
 
-    announced = [seen(i, i * 100, token=tok, generation=g) for i, (g, tok) in enumerate(gens)]
-    shuffled = list(announced)
     assert isinstance(order, _random.Random)
-    order.shuffle(shuffled)
-    arrived = [Seen(s.what, i, i * 100) for i, s in enumerate(shuffled)]  # offsets in arrival order
-    holder = current_holder(arrived)
+    at = list(range(len(claims)))
+    order.shuffle(at)  # the claims' offsets: the partition's order, not the processes'
+    latest = [Seen(seen(100 + i, 0, token=f"p{i}", generation=g).what, 100 + i + later, 0, claimed_at=at[i])
+              for i, (g, later) in enumerate(claims)]
+    holder = current_holder(latest)
     assert holder is not None
-    best = max((g, tok) for g, tok in gens)
-    assert (holder.what.generation, holder.what.token) == best
-    assert next_generation(arrived) == best[0] + 1
-    # Exactly the holders below the best are overtaken by it; the best by nobody.
-    for g, tok in gens:
-        assert overtaken(True, g, tok, holder) == ((g, tok) < best)
+    top = max(g for g, _ in claims)
+    first = min(at[i] for i, (g, _) in enumerate(claims) if g == top)
+    assert (holder.what.generation, holder.claim) == (top, first)
+    assert next_generation(latest) == top + 1
+    for i, (g, _) in enumerate(claims):
+        assert overtaken(True, g, at[i], holder) == ((g, -at[i]) < (top, -first))
 
 
 @settings(max_examples=400, deadline=None)

@@ -1,0 +1,62 @@
+"""The lease on a real broker: two instances that find it free at the same moment."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from service.instance.lease import LEASE_INTERVAL_S, Announcement, Lease, LeaseLost
+from tests.support.helpers import Pipeline
+from topics.clock import wait_until
+
+WON, YIELDED, STOOD_BY = "won", "yielded at its claim", "saw a holder"
+
+
+def test_of_two_instances_that_find_the_lease_free_at_once_one_holds_it(pipe: Pipeline, tmp_path: Path) -> None:
+    """Round after round, two instances (two standbys started together) look for a holder
+    at the same moment, find none and claim the lease. Exactly one holds it; the other
+    yields at its claim, before it would fence the changelog's writer, and then sees the
+    holder; the holder is never taken over by the claim that lost."""
+    outcomes = [_one_round(pipe, tmp_path, f"{pipe.topics.changelog}.round{i}") for i in range(12)]
+    assert any(YIELDED in o for o in outcomes), f"no round raced: both claims never met {outcomes}"
+
+
+def _one_round(pipe: Pipeline, tmp_path: Path, changelog: str) -> list[str]:
+    """Two leases of ``changelog`` (its announcements are one lease) look and claim at once."""
+    leases = {name: Lease(pipe.conn, pipe.topics.instances,
+                          Announcement.here(tmp_path / changelog / name, changelog, name, LEASE_INTERVAL_S))
+              for name in ("a", "b")}
+    outcome: dict[str, str] = {}
+    together = threading.Barrier(len(leases))
+
+    def look_and_claim(name: str, lease: Lease) -> None:
+        together.wait()
+        if lease.holder() is not None:
+            outcome[name] = STOOD_BY
+            return
+        try:
+            lease.claim()
+            outcome[name] = WON
+        except LeaseLost:
+            outcome[name] = YIELDED
+
+    try:
+        for lease in leases.values():
+            lease.start(seq=lambda: 0)
+        threads = [threading.Thread(target=look_and_claim, args=item) for item in leases.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(outcome.values()) in ([WON, YIELDED], [STOOD_BY, WON]), outcome
+        holder = leases[next(n for n, o in outcome.items() if o == WON)]
+        other = leases[next(n for n, o in outcome.items() if o != WON)]
+        assert not other.holds_lease
+        wait_until(lambda: (h := other.holder()) is not None and h.what.token == holder.me.token, 30,
+                   "the other to see the holder")
+        wait_until(holder.proven_active, 30, "the holder to be proven active")
+        assert holder.taken_over() is None and other.taken_over() is None
+    finally:
+        for lease in leases.values():
+            lease.stop()
+    return sorted(outcome.values())
