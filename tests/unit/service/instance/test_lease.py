@@ -137,6 +137,37 @@ def test_any_bytes_decode_to_an_announcement_or_none(raw: bytes) -> None:
     assert what is None or isinstance(what, Announcement)
 
 
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                    max_leaves=6)
+FIELD_TYPES = {"instance": str, "host": str, "pid": int, "state_dir": str, "changelog": str, "role": str,
+               "holds_lease": bool, "seq": int, "interval_ms": int, "token": str, "generation": int}
+
+
+@settings(max_examples=400, deadline=None)
+@given(fields=st.dictionaries(st.sampled_from(sorted(FIELD_TYPES)), JSON), extra=st.dictionaries(st.text(), JSON))
+def test_an_announcement_with_any_json_in_any_field_is_typed_or_none(fields: dict[str, object],
+                                                                        extra: dict[str, object]) -> None:
+    """Whatever JSON anyone wrote to the instances topic, an announcement that decodes has
+    every field of its type, so the decisions over it never raise."""
+    import orjson
+
+    base = {"instance": "i", "host": "h", "pid": 1, "state_dir": "/s", "changelog": "c"}
+    doc = {**extra, **base, **fields}
+    try:
+        raw = orjson.dumps(doc)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits: not JSON orjson writes
+        return
+    what = Announcement.decode(raw)
+    typed = all(k not in doc or (type(doc[k]) is t) for k, t in FIELD_TYPES.items())
+    assert (what is not None) == typed
+    if what is not None:
+        holder = Seen(what, 5, 0)
+        overtaken(True, 1, 3, holder)
+        assert current_holder([holder, seen(4, 0)]) is not None
+        assert next_generation([holder]) == what.generation + 1
+
+
 def test_an_announcement_round_trips() -> None:
     a = Announcement("x", "h", 7, "/s", "c", "standby", False, 3, 250, "tok", 5)
     assert Announcement.decode(a.encode()) == a
