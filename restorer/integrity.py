@@ -118,6 +118,17 @@ def plan_start(view: ChangelogView, store: StoreFacts, accept_loss: bool = False
     return StartPlan(CATCH_UP, {p: store.positions.get(p, 0) for p in view.end}, view.end)
 
 
+def unapplied(view: ChangelogView, store: StoreFacts) -> dict[int, tuple[int, int]]:
+    """(first, end) per changelog partition of the records an empty store has not applied;
+    nothing for a store that holds state. A restore writes the store in one WriteBatch at
+    its end, so an empty store beside a changelog that holds records is one whose restore
+    has not begun (a lost disk) or not ended: not its pipeline's state, whatever it shows."""
+    if not store.empty:
+        return {}
+    firsts = {p: max(store.positions.get(p, 0), view.low.get(p, 0)) for p in view.end}
+    return {p: (firsts[p], end) for p, end in sorted(view.end.items()) if firsts[p] < end}
+
+
 def shape_message(topic: str, now: int, built: int) -> str:
     return (f"changelog {topic} has {now} partitions but the state was built against {built}: keys would hash "
             f"to other partitions than their history, and restores would be wrong. Re-create it with {built} "

@@ -12,13 +12,13 @@ from confluent_kafka.admin import NewTopic
 from restorer.changelog import ChangelogWriter
 from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC, CHANGELOG_TOPIC_ID, local_key, position_prefix
 from restorer.commit import commit_batch
-from restorer.integrity import plan_start
+from restorer.integrity import plan_start, unapplied
 from restorer.progress import RestoreProgress
 from restorer.reader import RestoreResult, ValueCheck, apply_changelog, store_facts, view_changelog
 from restorer.store import StateDir, Store
 from topics.clock import wait_until
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, describe_topic
+from topics.kafka import KafkaConnection, describe_topic, require_broker
 
 log = logging.getLogger("brewstream")
 
@@ -41,6 +41,29 @@ def restore_store(conn: KafkaConnection, changelog: str, state_dir: Path, clean:
             with RestoreProgress("restore") as progress:
                 return apply_changelog(conn, changelog, store, start=plan.start, on_progress=progress.update,
                                        check_value=check_value)
+
+
+def check_restored(conn: KafkaConnection, store: Store, changelog: str) -> None:
+    """Refuse, in one line, to read ``store`` as its pipeline's state when it holds none while
+    its changelog holds records it has not applied (``integrity.unapplied``), or when that
+    cannot be told (Kafka away). A store that holds state is read as it is, without Kafka."""
+    if store.holds_state():
+        return
+    facts = store_facts(store)
+    topic = facts.topic or changelog  # a store restored from an empty changelog names it
+    try:
+        require_broker(conn)
+        missing = unapplied(view_changelog(conn, topic), facts)
+    except BrewError as exc:
+        raise BrewError(f"the store in {store.path} is empty, and whether changelog {topic} holds state it has not "
+                        f"applied cannot be told ({exc}); an empty store may be one whose restore has not begun: ask "
+                        "again with Kafka reachable (--bootstrap, --kafka-config, --topic-prefix)") from None
+    if missing:
+        where = ", ".join(f"{p}: {a}..{b}" for p, (a, b) in missing.items())
+        raise BrewError(f"the store in {store.path} is empty but changelog {topic} holds records it has not applied "
+                        f"(partition: offsets {where}): its restore has not finished, or its disk was lost. Wait for "
+                        "the daemon on it to restore it (`brewstream status` shows the role), or, with none running, "
+                        f"run `brewstream restore --state-dir {store.path.parent}`")
 
 
 def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dict[str, str], state_dir: Path,

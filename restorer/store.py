@@ -31,7 +31,7 @@ from restorer.codec import (
     position_prefix,
     published_prefixes,
 )
-from restorer.file_lock import try_lock
+from restorer.file_lock import lock_folder
 from topics.errors import BrewError, disk_problem
 
 log = logging.getLogger("brewstream")
@@ -48,29 +48,7 @@ class StateDir:
 
     def lock(self) -> StateDir:
         """Take the dir for this process; a second owner gets a clear error."""
-        lock_file = self.path / "brewstream.lock"
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd = try_lock(lock_file)
-        except OSError as exc:
-            raise BrewError(f"cannot use the state dir {self.path}: {exc.strerror}; "
-                            f"{disk_problem(str(exc.strerror)) or 'check the path and its permissions'}") from None
-        if fd is None:
-            try:
-                with lock_file.open("rb") as f:  # the holder wrote its pid: digits, and no more
-                    holder = "".join(c for c in f.read(32).decode(errors="replace") if c in "0123456789") or "?"
-            except OSError:
-                holder = "?"
-            raise BrewError(
-                f"state dir {self.path} is in use by another brewstream process (pid {holder}); "
-                "stop it first or pass another --state-dir"
-            )
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-        except OSError:
-            pass  # the pid is only a hint for the message above; the flock is what counts
-        self._lock_fd = fd
+        self._lock_fd = lock_folder(self.path, "state dir", "--state-dir")
         return self
 
     def unlock(self) -> None:

@@ -396,18 +396,25 @@ def republish_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_di
 
 
 @cli.command("counts", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
 @state_dir_option(str(pipelines.DRINK_COUNT.default_state_dir))
 @click.option("--json", "as_json", is_flag=True, help="Print {\"counts\": …, \"offsets\": …} as JSON.")
 @click.option("--top-n", type=click.IntRange(min=1), default=None, help="Only the top N drinks (text output).")
-def counts_cmd(state_dir: Path, as_json: bool, top_n: int | None) -> None:
-    """Print the store: counts per drink and the next input offset per partition."""
+def counts_cmd(conn: KafkaConnection, topic_prefix: str, state_dir: Path, as_json: bool, top_n: int | None) -> None:
+    """Print the store: counts per drink and the next input offset per partition. Works beside a
+    running daemon. An empty store is checked against its changelog (the only time Kafka is
+    asked): one whose restore has not finished is refused, not printed as zero."""
     import orjson
 
+    from restorer.restore import check_restored
     from restorer.store import StateDir, Store
     from service.drink_count.counts import drink_counts
     from service.drink_count.topn import counts_text
+    from topics.catalog import Topics
 
     with Store(StateDir(state_dir).store_path, read_only=True) as store:
+        check_restored(conn, store, pipelines.DRINK_COUNT.changelog_topic(Topics(topic_prefix)))
         counts = drink_counts(store.read_all())
     click.echo(orjson.dumps(counts.as_json()).decode() if as_json else counts_text(counts, top_n))
 

@@ -125,9 +125,14 @@ class Pipeline:
     routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)
-    # Once the store is up to date with the changelog and this instance is its only writer,
-    # before Spark starts: may refuse to start (a BrewError) or commit a repair through
-    # ``restorer.commit``.
+    # What would make this pipeline refuse its store as active (a BrewError saying so), checked
+    # without writing anything: by an active once its store is up to date, before ``prepare``,
+    # and by a standby as soon as its store holds the changelog's state. One rule at both
+    # points, so a standby that could never take over (other window flags) refuses at its
+    # start, not at the takeover.
+    check: Callable[[Store], object] | None = None
+    # Then, once this instance is the changelog's only writer, before Spark starts: may
+    # commit a repair through ``restorer.commit``.
     prepare: Callable[[Store, ChangelogWriter], object] | None = None
 
     @property

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
 from restorer.store import Store, StoreGone
+from service.engine.checkpoint_dir import drop_checkpoint
 from service.engine.defaults import BATCH_MAX_DELAY_S, BATCH_MIN_RECORDS
 from service.engine.input_guard import check_input
 from service.engine.outage import query_failed_on_kafka
@@ -101,15 +101,6 @@ def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir:
         log.warning(start.reason)
         drop_checkpoint(checkpoint_dir)
     return start
-
-
-def drop_checkpoint(checkpoint_dir: Path) -> None:
-    try:
-        shutil.rmtree(checkpoint_dir)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise BrewError(f"cannot delete the checkpoint {checkpoint_dir}: {exc.strerror}; delete it by hand") from None
 
 
 def source_options(p: Pipeline, cfg: RunConfig) -> dict[str, str]:

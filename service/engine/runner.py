@@ -34,10 +34,11 @@ from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
 from restorer.reader import apply_changelog, new_reader, retention_risk, store_facts, view_changelog
 from restorer.store import StateDir, Store, StoreGone
+from service.engine.checkpoint_dir import CheckpointDir, drop_checkpoint
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
 from service.engine.outage import Outage, ServingWatch, through_outages, trouble
-from service.engine.query import Rewarm, drop_checkpoint, failure_line, run_query, stop_quietly, warm_query
+from service.engine.query import Rewarm, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.instance.lease import Announcement, Lease, LeaseLost
@@ -73,7 +74,8 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         # Spark's JVM starts as soon as the state dir is this process's, and builds its
         # session while the lease is taken and the store catches up: start-up costs the
         # longer of the two, not their sum.
-        with OpenStore(cfg.state_dir, api) as stores, Session(p, cfg, spark) as session:
+        with OpenStore(cfg.state_dir, api) as stores, CheckpointDir(cfg.checkpoint_dir, cfg.state_dir), \
+                Session(p, cfg, spark) as session:
             risk = retention_risk(conn, p.changelog_topic)
             if risk is not None:
                 log.warning(risk)
@@ -86,18 +88,33 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
 
 class OpenStore:
     """The state dir, locked, and its store, open and served by the HTTP API; opened again
-    (``reopen``) when the folder was deleted under the daemon."""
+    (``reopen``) when the folder was deleted under the daemon.
+
+    A store is *whole* once this process has brought it up to date with its changelog since
+    it opened it: a catch-up or a restore as active (``bring_store_up_to_date``), or a
+    standby's first read of the changelog (``mark_whole``). Until then it may be empty only
+    because its restore has not begun or not ended, so nothing is served from it (the HTTP
+    API's data paths, ``instance.health.data_refusal``; the lag metrics). A store opened
+    again starts over as not whole."""
 
     def __init__(self, state_dir: Path, api: HttpApi | None) -> None:
         self.path, self.api = state_dir, api
         self._held = contextlib.ExitStack()
         self.store: Store
+        self.whole = False
 
     def __enter__(self) -> OpenStore:
         state_dir = self._held.enter_context(StateDir(self.path))
         self.store = self._held.enter_context(Store(state_dir.store_path))
+        self.whole = False
         self._held.enter_context(serving(self.api, self.store))
         return self
+
+    def mark_whole(self) -> None:
+        if not self.whole:
+            self.whole = True
+            if self.api is not None:
+                self.api.whole(self.store)
 
     def __exit__(self, *exc: object) -> None:
         self._held.close()
@@ -129,7 +146,8 @@ class Daemon:
 
     def run(self) -> int:
         self.health.on_change(lambda phase: self.lease.set_role(phase.name))
-        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, lambda: self.store, self.p.input_topic)
+        refresher = (MetricsRefresher(self.metrics, self.cfg.conn, lambda: self.store if self.stores.whole else None,
+                                      self.p.input_topic)
                      if self.cfg.metrics_port is not None else None)
         try:
             with stop_on_signals() as stop:
@@ -253,21 +271,27 @@ class Daemon:
         cfg, p = self.cfg, self.p
         self.lease.set_role(RESTORING, holds_lease=False)
         self.health.set(RESTORING, "catching up with the changelog as a standby")
-        # Its own checkpoint says nothing about the store another active has been writing.
+        # Its own checkpoint (no other instance's: ``engine.checkpoint_dir``) says nothing about the
+        # store another active has been writing.
         drop_checkpoint(cfg.checkpoint_dir)
         plan = plan_start(view_changelog(cfg.conn, p.changelog_topic), store_facts(self.store),
                           cfg.accept_changelog_loss)
         start: dict[int, int] | None = plan.start if plan.action == RESTORE else None
         reader = new_reader(cfg.conn)
         last = 0.0
+        checked = False
 
         def follow() -> None:
-            nonlocal last, start
+            nonlocal last, start, checked
             if time.monotonic() - last < FOLLOW_EVERY_S:
                 return
             result = apply_changelog(cfg.conn, p.changelog_topic, self.store, start=start, check_value=p.check_value,
                                      reader=reader)
             start, last = None, time.monotonic()
+            self.stores.mark_whole()
+            if not checked and self.store.holds_state():
+                self._check_takeover()
+                checked = True
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(result.records)
             lag = sum(max(0, e - self.store.positions().get(q, 0)) for q, e in result.end.items())
             self.metrics.standby_lag.labels(self.metrics.pipeline).set(lag)
@@ -289,6 +313,16 @@ class Daemon:
             return TakeOver(None, 0.0, time.monotonic())
         return TakeOver(holder.what, self.lease.silence(holder), time.monotonic())
 
+    def _check_takeover(self) -> None:
+        """What the active refuses its store for (``Pipeline.check``), asked of a standby's
+        store: a standby that could never take over stops now, in one line."""
+        if self.p.check is None:
+            return
+        try:
+            self.p.check(self.store)
+        except BrewError as exc:
+            raise BrewError(f"this standby could not take over: {exc}; start it with the active's flags") from None
+
     # ---------------------------------------------------------------- active
 
     def _be_active(self, took_over: TakeOver | None) -> str | None:
@@ -304,10 +338,13 @@ class Daemon:
             health.set(RESTORING, "catching up with the changelog")
             applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
                                              cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
+            self.stores.mark_whole()
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
+            if p.check is not None:
+                p.check(store)
             if p.prepare is not None:
                 p.prepare(store, changelog)
             steps.done("catch-up")

@@ -33,13 +33,18 @@ def checkpoint_problem(checkpoint_dir: Path, topic: str) -> str | None:
     """Why Spark could not resume from this checkpoint, or None when it looks whole.
 
     Checks the files Spark reads on start: the query metadata, the last two offset logs,
-    the last commit log and the initial offsets.
+    the last commit log and the initial offsets. A folder with none of them (empty, or
+    holding only the lock, ``engine.checkpoint_dir``) is no checkpoint yet, and whole;
+    one with logs but no metadata (deleted under a running query) Spark refuses to start on.
     """
     if not checkpoint_dir.exists():
         return None
     try:
         metadata = checkpoint_dir / "metadata"
-        if metadata.exists() and "id" not in json.loads(metadata.read_text()):
+        if not metadata.exists():
+            logged = [name for name in ("offsets", "commits", "sources") if _holds_files(checkpoint_dir / name)]
+            return f"its metadata file is missing, beside {' and '.join(logged)}" if logged else None
+        if "id" not in json.loads(metadata.read_text()):
             return "its metadata has no query id"
         offsets = sorted(_batch_ids(checkpoint_dir / "offsets"))
         commits = sorted(_batch_ids(checkpoint_dir / "commits"))
@@ -168,6 +173,10 @@ def choose_start(topic: str, partitions: list[int], store_offsets: Mapping[int, 
 
 def _fmt(offsets: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{p}:{o}" for p, o in sorted(offsets.items())) + "}"
+
+
+def _holds_files(folder: Path) -> bool:
+    return folder.is_dir() and any(f.is_file() for f in folder.rglob("*"))
 
 
 def _batch_ids(folder: Path) -> list[int]:

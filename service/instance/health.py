@@ -77,6 +77,17 @@ def readiness(phase: Phase) -> tuple[bool, str]:
     return False, f"not ready: {phase.describe()}"
 
 
+def data_refusal(phase: Phase, store_whole: bool) -> str | None:
+    """Why the data paths of the HTTP API (a pipeline's store as JSON) do not answer now, or
+    None. They answer only what /readyz calls ready, from a store that is whole (brought up
+    to date with its changelog by this process: ``engine.runner.OpenStore``): never a store
+    that is empty because its restore has not begun or not ended, nor one that stopped moving."""
+    ready, why = readiness(phase)
+    if not ready:
+        return why.removeprefix("not ready: ")
+    return None if store_whole else f"{phase.name}, but the store is not up to date with its changelog yet"
+
+
 class Health:
     def __init__(self) -> None:
         self._lock = threading.Lock()

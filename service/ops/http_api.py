@@ -11,9 +11,10 @@ The paths under /api/ beside /api/status are the pipeline's own: its wing brings
 (``engine.contract.Pipeline.routes``), and this module names no pipeline.
 
 The store is attached once the runner has it open and locked, and detached before it is
-closed; the API answers 503 until then, and its data paths also while the store is being
-restored or the instance was fenced (its store stopped moving); /api/status answers in
-every phase, naming it. With a bearer token (``--http-token-file``)
+closed; the API answers 503 until then. Its data paths answer only from a store the runner
+has declared whole, on an instance that serves (``instance.health.data_refusal``), and 503
+with Retry-After otherwise; /api/status answers in every phase, naming it. With a bearer
+token (``--http-token-file``)
 everything but the probes asks for it; probes stay open because Kubernetes and load
 balancers call them bare, and they say nothing but the phase. Without a token, binding
 beyond loopback is refused unless ``--http-insecure``. Nothing secret is ever in a body.
@@ -47,8 +48,8 @@ from prometheus_client.exposition import choose_encoder
 
 from restorer.codec import RESERVED, decode_entries
 from restorer.store import Store
-from service.instance.health import FENCED, RESTORING, STOPPED, Health, liveness, readiness
-from service.ops.httpd import HttpServer, Lane, Request, Response
+from service.instance.health import Health, data_refusal, liveness, readiness
+from service.ops.httpd import RETRY_AFTER_S, HttpServer, Lane, Request, Response
 from service.ops.metrics import Metrics
 from service.ops.queries import BadQuery, Route, parse_params, status_answer
 from topics.errors import BrewError
@@ -57,6 +58,8 @@ log = logging.getLogger("brewstream")
 
 # Store reads and metrics renderings waiting or running at once; one more is answered 503.
 MAX_WAITING = 256
+# On every 503 of the port: a phase that passes, or a store not yet whole.
+RETRY = (("Retry-After", str(RETRY_AFTER_S)),)
 
 
 def routes(pipeline_routes: Mapping[str, Route], input_topic: str, metrics: Metrics) -> dict[str, Route]:
@@ -113,6 +116,7 @@ class HttpApi:
         self.routes = routes(pipeline_routes, input_topic, metrics)
         self._token = token.encode() if token else None
         self._store: Store | None = None
+        self._whole = False  # the attached store is whole (``whole``)
         # Held while a request reads the store, and to detach it: the store is never closed
         # under a reader.
         self._store_lock = threading.Lock()
@@ -130,12 +134,18 @@ class HttpApi:
         log.info("HTTP on http://%s:%d (/metrics /healthz /readyz %s)", host, self.port, " ".join(self.routes))
 
     def attach(self, store: Store) -> None:
+        """Serve ``store``: /api/status at once, the data paths once it is ``whole``."""
         with self._store_lock:
-            self._store = store
+            self._store, self._whole = store, False
+
+    def whole(self, store: Store) -> None:
+        """The runner says ``store`` holds what its changelog holds (``engine.runner.OpenStore``)."""
+        with self._store_lock:
+            self._whole = self._store is store
 
     def detach(self) -> None:
         with self._store_lock:
-            self._store = None
+            self._store, self._whole = None, False
 
     def stop(self) -> None:
         self.detach()
@@ -159,8 +169,9 @@ class HttpApi:
         phase = self.health.phase
         with self._store_lock:
             store = self._store
-            if store is None or (phase.name in (RESTORING, FENCED, STOPPED) and not route.any_phase):
-                why = "the store is not open yet" if store is None else phase.describe()
+            why = "the store is not open yet" if store is None else \
+                None if route.any_phase else data_refusal(phase, self._whole)
+            if store is None or why is not None:
                 return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not serving the store: {why}"}
             try:
                 body = read(store)
@@ -171,7 +182,9 @@ class HttpApi:
 
     def probe(self, path: str) -> Response:
         ok, text = (liveness if path == "/healthz" else readiness)(self.health.phase)
-        return Response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, (text + "\n").encode())
+        if ok:
+            return Response(HTTPStatus.OK, (text + "\n").encode())
+        return Response(HTTPStatus.SERVICE_UNAVAILABLE, (text + "\n").encode(), headers=RETRY)
 
     async def _handle(self, request: Request) -> Response:
         path, query = request.path, request.query
@@ -187,7 +200,8 @@ class HttpApi:
         if route is None:
             return await self._metrics(request)
         status, doc = await self._work.run(("api", path, query), lambda: self.answer(route, query))
-        return Response(status, orjson.dumps(doc) + b"\n", "application/json")
+        return Response(status, orjson.dumps(doc) + b"\n", "application/json",
+                        RETRY if status == HTTPStatus.SERVICE_UNAVAILABLE else ())
 
     async def _metrics(self, request: Request) -> Response:
         # As prometheus_client's own server did: OpenMetrics when asked for, gzip when

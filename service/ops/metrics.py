@@ -119,7 +119,7 @@ class Metrics:
 class MetricsRefresher:
     """Keeps the input lag and store size gauges fresh on a thread of their own."""
 
-    def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Callable[[], Store], input_topic: str,
+    def __init__(self, metrics: Metrics, conn: KafkaConnection, store: Callable[[], Store | None], input_topic: str,
                  interval_s: float = REFRESH_S) -> None:
         self.metrics, self.conn, self.store, self.topic = metrics, conn, store, input_topic
         self._consumer: Consumer | None = None
@@ -138,6 +138,8 @@ class MetricsRefresher:
             self._consumer = self.conn.consumer()
         m, p = self.metrics, self.metrics.pipeline
         store = self.store()  # the daemon's store now: it opens another when its folder is deleted
+        if store is None:
+            return  # not whole yet (``engine.runner.OpenStore``): its lag would be its restore's, not the input's
         stored = store.next_offsets(self.topic)
         try:
             ends = end_offsets(self._consumer, self.topic, partitions_of(self.conn, self.topic))

@@ -197,11 +197,12 @@ def read_back(conn: KafkaConnection, topic: str, offsets: Mapping[int, int], par
             for p in sorted(partitions) if offsets.get(p, 0) > 0}
 
 
-def guard_clocks(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, cfg: WindowsConfig,
-                 max_name_bytes: int, repair: bool, now_ns: int | None = None) -> Repair | None:
+def guard_clocks(conn: KafkaConnection, store: Store, changelog: ChangelogWriter | None, topic: str,
+                 cfg: WindowsConfig, max_name_bytes: int, repair: bool, now_ns: int | None = None) -> Repair | None:
     """Refuse to start on a poisoned watermark (``PoisonedWatermark``), or, with ``repair``,
-    put it right in one committed batch. Costs nothing on a healthy store unless a clock runs
-    ahead of this machine's: only then is the input read back."""
+    put it right in one committed batch through ``changelog`` (without ``repair`` it writes
+    nothing, and needs none). Costs nothing on a healthy store unless a clock runs ahead of
+    this machine's: only then is the input read back."""
     now = time.time_ns() if now_ns is None else now_ns
     state = decode_windows_state(store.items())
     offsets = state.reserved.next_offsets(topic)
@@ -222,6 +223,7 @@ def guard_clocks(conn: KafkaConnection, store: Store, changelog: ChangelogWriter
         return None
     if not repair:
         raise PoisonedWatermark(_poisoned_line(state, newest, now, topic, cfg))
+    assert changelog is not None, "a repair commits through the changelog"
     scans = read_back(conn, topic, offsets, set(plan.clocks), SCAN_RECORDS, cfg, max_name_bytes)
     plan = plan_repair(state, {**newest, **{p: s for p, s in scans.items()}}, now, cfg)
     commit_batch(store, changelog, plan.entries)

@@ -46,9 +46,15 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
              start_from: str = "latest", reset_watermark: bool = False) -> Pipeline:
     t = cfg.topics
 
-    def prepare(store: Store, changelog: ChangelogWriter) -> None:
+    def check(store: Store) -> None:
+        # What an active refuses its store for, and a standby as soon as it follows one.
         check_shape(store, windows)
-        guard_clocks(cfg.conn, store, changelog, t.events, windows, cfg.max_name_bytes, reset_watermark)
+        if not reset_watermark:
+            guard_clocks(cfg.conn, store, None, t.events, windows, cfg.max_name_bytes, repair=False)
+
+    def prepare(store: Store, changelog: ChangelogWriter) -> None:
+        if reset_watermark:
+            guard_clocks(cfg.conn, store, changelog, t.events, windows, cfg.max_name_bytes, repair=True)
 
     return Pipeline(
         wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
@@ -63,6 +69,7 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
         dry_run=lambda df: aggregate_events(df, {}, windows.spec, None, windows.table_ns, cfg.max_name_bytes,
                                             max_ahead_ns=windows.max_ahead_ns),
         routes=routes(),
+        check=check,
         prepare=prepare,
     )
 

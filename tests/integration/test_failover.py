@@ -283,3 +283,33 @@ def test_a_windows_standby_takes_over_exactly(pipe: Pipeline, tmp_path: Path) ->
     starts = [r["start"] for r in finals]
     assert len(starts) == len(set(starts)), "a window was emitted twice"
     assert {r["start"]: r["count"] for r in finals} == expected
+
+
+def test_a_windows_standby_of_another_shape_refuses_as_it_starts_following(pipe: Pipeline, spark: Any,
+                                                                           tmp_path: Path) -> None:
+    """A standby with other window flags than the store its changelog holds could never take
+    over: it says so once it has read the changelog, never `ready: standby` first."""
+    from service.engine.contract import RunConfig
+    from service.windows.assign import WindowSpec
+    from service.windows.pipeline import TableConfig, run
+    from service.windows.step import WindowsConfig
+    from tests.support.windows import MIN, on_time_stream, send
+
+    send(pipe, on_time_stream(40))
+    minute = WindowsConfig(WindowSpec.tumbling(MIN, 0), MIN, 3_600_000, False, MIN)
+    active = RunConfig(pipe.conn, tmp_path / "a" / "state", tmp_path / "a" / "ckpt", available_now=True,
+                       topics=pipe.topics)
+    assert run(active, minute, TableConfig(60, 8), start_from="earliest", spark=spark) == 0
+    log = tmp_path / "b.log"
+    standby = pipe.spawn("windows", "--standby", "--window", "2m", "--state-dir", str(tmp_path / "b" / "state"),
+                         "--checkpoint-dir", str(tmp_path / "b" / "ckpt"), log=log)
+    try:
+        assert standby.wait(300) == 1, log.read_text()[-3000:]
+    finally:
+        if standby.poll() is None:
+            standby.kill()
+    text = log.read_text()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines[-1].startswith("brewstream: error: this standby could not take over: the state dir ")
+    assert "holds windows of another shape" in lines[-1] and "start it with the active's flags" in lines[-1]
+    assert "role: standby" not in text and "role: active" not in text and "Traceback" not in text, text[-3000:]

@@ -115,6 +115,18 @@ def test_a_second_instance_is_refused_naming_the_first(pipe: Pipeline, tmp_path:
         second = available_now(pipe, tmp_path / "b", timeout=120)
         last = assert_one_line_error(second, "another instance is active", str(first_dir.resolve() / "state"))
         assert "pid" in last
+        # A standby given the active's checkpoint dir (one config file for both): refused in one
+        # line naming the active, and the active's checkpoint is left whole.
+        ckpt = first_dir / "ckpt"
+        standby = pipe.brew("run", "--standby", "--state-dir", str(tmp_path / "s" / "state"), "--checkpoint-dir",
+                            str(ckpt), timeout=120)
+        assert_one_line_error(standby, f"checkpoint dir {ckpt} is in use by another brewstream process "
+                                       f"(pid {first.pid}); stop it first or pass another --checkpoint-dir")
+        assert (ckpt / "metadata").is_file() and any((ckpt / "commits").iterdir())
+        more = make_orders(200, seed=59)
+        produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+        wait_until(lambda: "processed=500" in log.read_text(), 180, "the first instance to count on")
+        orders += more
         first.send_signal(signal.SIGTERM)
         assert first.wait(120) == 0, log.read_text()[-2000:]
     finally:

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from restorer.store import Store
 from sandbox.broker import free_port
 from tests.support.corpus import BAD_ORDERS
 from tests.support.drink_count import make_orders, run_available_now
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce
-from tests.support.http import daemon_alive, get, get_json
+from tests.support.http import ask, daemon_alive, get, get_json
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark
@@ -27,11 +28,13 @@ pytestmark = pytest.mark.spark
 
 
 class Poller:
-    """Asks ``path`` over and over on a thread of its own and keeps every answer."""
+    """Asks ``path`` over and over on a thread of its own and keeps every answer (and the
+    Retry-After of every 503)."""
 
     def __init__(self, port: int, paths: list[str]) -> None:
         self.port, self.paths = port, paths
         self.answers: list[tuple[str, int, str]] = []
+        self.retry_after: list[tuple[str, str | None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -39,7 +42,10 @@ class Poller:
     def _run(self) -> None:
         while not self._stop.is_set():
             for path in self.paths:
-                self.answers.append((path, *get(self.port, path)))
+                status, body, headers = ask(self.port, path)
+                self.answers.append((path, status, body))
+                if status == 503:
+                    self.retry_after.append((path, headers.get("Retry-After")))
             self._stop.wait(0.02)
 
     def stop(self) -> None:
@@ -108,6 +114,9 @@ def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path:
 
 def test_readyz_is_false_during_a_forced_restore_and_true_after(pipe: Pipeline, spark: Any,
                                                                  dirs: dict[str, Path], tmp_path: Path) -> None:
+    """Nothing is served as the truth before the store is whole: `counts` refuses an empty
+    store whose changelog holds state, and from the moment the port answers every 200 of
+    /api/counts and /api/top is the committed state, every 503 says when to come back."""
     # 100,000 drinks: a changelog whose restore takes long enough to be seen from outside.
     orders = [{"order_id": f"o-{o}", "shop_id": "shop-01",
                "items": [{"drink": f"d{o:03d}-{i:03d}", "quantity": 1 + i % 3} for i in range(500)]}
@@ -117,10 +126,24 @@ def test_readyz_is_false_during_a_forced_restore_and_true_after(pipe: Pipeline, 
     shutil.rmtree(dirs["state"])  # the disk is lost: the next start restores the whole store
     shutil.rmtree(dirs["ckpt"])
 
+    # What a daemon leaves the moment it opens the store on the new disk, and throughout its
+    # restore (a restore writes the store in one batch at its end): an empty store.
+    dirs["state"].mkdir(parents=True)
+    Store(dirs["state"] / "store").close()
+    empty = pipe.brew("counts", "--state-dir", str(dirs["state"]), "--json")
+    assert empty.returncode == 1 and empty.stdout == "", empty.stdout
+    assert empty.stderr.startswith("brewstream: error: the store in ") and empty.stderr.count("\n") == 1
+    assert f"is empty but changelog {pipe.topics.changelog} holds records it has not applied" in empty.stderr
+    assert "brewstream restore --state-dir" in empty.stderr
+    blind = pipe.brew("counts", "--state-dir", str(dirs["state"]), "--bootstrap", f"127.0.0.1:{free_port()}")
+    assert blind.returncode == 1 and blind.stdout == "" and "cannot be told" in blind.stderr, blind.stderr
+
+    ranked = sorted(oracle(orders).items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     port, log = free_port(), tmp_path / "daemon.log"
     daemon = pipe.spawn("run", "--state-dir", str(dirs["state"]), "--checkpoint-dir", str(dirs["ckpt"]),
                         "--http-port", str(port), log=log)
-    poller = Poller(port, ["/readyz", "/api/status"])
+    poller = Poller(port, ["/readyz", "/api/status", "/api/counts", "/api/top?n=5",
+                           "/metrics?name[]=brewstream_input_lag_records"])
     try:
         ready = (200, "ready: active\n")
         # Waits on the poller's own answers: a probe of the test's own could see the
@@ -138,6 +161,26 @@ def test_readyz_is_false_during_a_forced_restore_and_true_after(pipe: Pipeline, 
         assert during, "/api/status never answered during the restore"
         restored = get_json(port, "/api/counts")
         assert restored is not None and restored["counts"] == oracle(orders)
+
+        # Every answer of the data paths, from the port's first: the whole committed state, or a 503.
+        data = [(path, status, body) for path, status, body in poller.answers if path.startswith("/api/") and
+                path != "/api/status" and status]
+        assert {status for _, status, _ in data} <= {200, 503}
+        assert any(path == "/api/counts" and status == 503 for path, status, _ in data), "no refusal seen"
+        for path, status, body in data:
+            if status == 200:
+                doc = json.loads(body)
+                assert (doc["role"], doc["seq"], doc["offsets"]) == ("active", restored["seq"], restored["offsets"])
+                if path == "/api/counts":
+                    assert doc["counts"] == restored["counts"]
+                else:
+                    assert [(r["drink"], r["count"]) for r in doc["top"]] == ranked
+            else:
+                assert json.loads(body)["error"].startswith("not serving the store: ")
+        assert poller.retry_after and all(after == "1" for _, after in poller.retry_after), poller.retry_after
+        lags = [float(line.split()[-1]) for path, status, body in poller.answers if path.startswith("/metrics")
+                for line in body.splitlines() if line.startswith("brewstream_input_lag_records{")]
+        assert all(lag == 0 for lag in lags), "an input lag measured against a store not yet restored"
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0
     finally:

@@ -141,6 +141,28 @@ def test_checkpoint_ahead_of_a_lost_changelog_is_dropped(
     assert counts_json(pipe.conn, dirs["state"])["counts"] == oracle(orders)
 
 
+def test_a_checkpoint_without_its_metadata_is_dropped(pipe: Pipeline, spark: Any, dirs: dict[str, Path],
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """What a checkpoint deleted under a running query leaves (Spark writes its metadata once,
+    then its logs again): Spark refuses it, so it is damage, dropped like any other. An empty
+    checkpoint folder is none, and is used as it is."""
+    first = feed_with_bad(pipe, 600, seed=16)
+    assert run_now(pipe, spark, dirs, max_offsets_per_trigger=200) == 0
+    for name in ("metadata", ".metadata.crc"):
+        (dirs["ckpt"] / name).unlink()
+    second = make_orders(300, seed=17)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    assert run_now(pipe, spark, dirs) == 0
+    assert "is damaged (its metadata file is missing, beside offsets and commits" in caplog.text
+    assert (dirs["ckpt"] / "metadata").is_file()  # Spark's new one
+    shutil.rmtree(dirs["ckpt"])
+    dirs["ckpt"].mkdir()
+    third = make_orders(200, seed=18)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in third))
+    assert run_now(pipe, spark, dirs) == 0
+    assert_exact(pipe, dirs["state"], first + second + third)
+
+
 def _recreated(kafka: KafkaConnection, topics: Topics) -> bool:
     try:
         outcome = dict(create_topics(kafka, 3, 1, topics))

@@ -14,13 +14,19 @@ from typing import Any
 
 def get(port: int, path: str) -> tuple[int, str]:
     """(status, body); (0, why) when nothing answers yet."""
+    status, body, _ = ask(port, path)
+    return status, body
+
+
+def ask(port: int, path: str) -> tuple[int, str, dict[str, str]]:
+    """(status, body, headers); (0, why, {}) when nothing answers yet."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
+            return response.status, response.read().decode(), dict(response.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+        return exc.code, exc.read().decode(), dict(exc.headers)
     except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        return 0, str(exc)
+        return 0, str(exc), {}
 
 
 def get_json(port: int, path: str) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from restorer.integrity import (
     ChangelogView,
     StoreFacts,
     plan_start,
+    unapplied,
 )
 
 T = "brew.drink-count-changelog"
@@ -107,3 +108,28 @@ def test_the_decision_is_total_and_safe(low: dict[int, int], span: dict[int, int
     else:
         assert plan.action == REPUBLISH
 
+
+
+_parts = st.dictionaries(st.integers(0, 3), st.integers(0, 50), max_size=4)
+
+
+@given(low=_parts, end=_parts, positions=_parts, empty=st.booleans())
+def test_an_empty_store_lacks_exactly_what_its_changelog_holds_beyond_it(
+        low: dict[int, int], end: dict[int, int], positions: dict[int, int], empty: bool) -> None:
+    low = {p: min(lo, end.get(p, 0)) for p, lo in low.items()}
+    missing = unapplied(view(low, end), StoreFacts(empty, positions))
+    if not empty:
+        assert missing == {}  # a store that holds state is read as it is
+        return
+    for p, e in end.items():
+        first = max(positions.get(p, 0), low.get(p, 0))
+        assert missing.get(p) == ((first, e) if first < e else None)
+    assert set(missing) <= set(end)
+
+
+def test_an_empty_store_beside_an_empty_or_applied_changelog_lacks_nothing() -> None:
+    assert unapplied(view({0: 0}, {0: 0}), StoreFacts(empty=True)) == {}
+    # Restored from a changelog of aborted transactions only: its positions are at the end.
+    assert unapplied(view({0: 0, 1: 0}, {0: 4, 1: 2}), StoreFacts(True, {0: 4, 1: 2})) == {}
+    assert unapplied(view({0: 0, 1: 0}, {0: 4, 1: 2}), StoreFacts(True)) == {0: (0, 4), 1: (0, 2)}
+    assert unapplied(view({0: 7}, {0: 7}), StoreFacts(True)) == {}  # everything compacted or deleted away

@@ -1,4 +1,5 @@
 import json
+import shutil
 from pathlib import Path
 
 from hypothesis import given
@@ -157,3 +158,21 @@ def test_a_batch_plans_nothing_only_when_it_starts_where_it_ends_everywhere(tmp_
     assert not planned_batch(None, 0, T).reads_nothing  # no checkpoint dir
     write(root / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 1, "1": 0}}))
     assert not planned_nothing(root, 0, T)
+
+
+def test_a_checkpoint_without_its_metadata_is_damaged_and_an_empty_one_is_not(tmp_path: Path) -> None:
+    from service.engine.start_point import checkpoint_problem
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert checkpoint_problem(empty, T) is None  # Spark writes a new one there
+    (empty / "brewstream.lock").write_text("12")
+    (empty / "offsets").mkdir()  # folders Spark made, no log yet
+    assert checkpoint_problem(empty, T) is None
+    for i, logged in enumerate(["offsets", "commits", "sources"]):
+        root = _checkpoint(tmp_path / str(i), {0: GOOD}, [0])
+        write(root / "sources" / "0" / "0", "\x00v1\n" + json.dumps({T: {"0": 0}}))
+        for other in {"offsets", "commits", "sources"} - {logged}:
+            shutil.rmtree(root / other)
+        (root / "metadata").unlink()
+        assert checkpoint_problem(root, T) == f"its metadata file is missing, beside {logged}"

@@ -16,7 +16,7 @@ from restorer.codec import commit_key, encode_u64, meta_key, offset_key
 from restorer.store import Store
 from service.drink_count.counts import PROCESSED_ORDERS, drink_key
 from service.drink_count.http import routes
-from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, Health
+from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.ops.http_api import HttpApi, bind_problem, serve_http, serving
 from service.ops.metrics import Metrics
 from topics.errors import BrewError
@@ -33,6 +33,14 @@ def get(api: HttpApi, path: str, token: str | None = None) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def get_with_headers(api: HttpApi, path: str) -> tuple[int, str, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{api.port}{path}", timeout=5) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
 
 
 @pytest.fixture
@@ -86,6 +94,14 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
         assert code == 503 and json.loads(body) == {"error": "not serving the store: the store is not open yet"}
         with serving(api, store):
             health.set(ACTIVE)
+            # Open, but not yet brought up to date with its changelog: an empty store before
+            # its restore looks just like this one.
+            code, body, headers = get_with_headers(api, "/api/counts")
+            assert code == 503 and headers["Retry-After"] == "1"
+            assert json.loads(body)["error"] == ("not serving the store: active, but the store is not up to date "
+                                                 "with its changelog yet")
+            assert get(api, "/api/status")[0] == 200  # in every phase, naming it
+            api.whole(store)
             code, body = get(api, "/api/counts")
             assert code == 200 and body.endswith("\n") and body.count("\n") == 1
             doc = json.loads(body)
@@ -103,11 +119,22 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
             assert get(api, "/api/windows")[0] == 404  # drink-count has no windows
             assert get(api, "/nope")[0] == 404
             health.set(RESTORING, "catching up with the changelog")
-            assert get(api, "/api/counts")[0] == 503
+            code, body, headers = get_with_headers(api, "/api/top")
+            assert (code, headers["Retry-After"]) == (503, "1")
+            assert json.loads(body)["error"] == "not serving the store: restoring (catching up with the changelog)"
             assert json.loads(get(api, "/api/status")[1])["role"] == "restoring"  # with its progress
             assert get(api, "/api/top?n=0")[0] == 400  # a bad query is refused first, whatever the phase
+            for phase in (STARTING, FENCED, STOPPED):  # not serving: its store may stand still
+                health.set(phase)
+                assert get(api, "/api/counts")[0] == 503
+            health.set(STANDBY, "following the changelog")
+            assert json.loads(get(api, "/api/counts")[1])["role"] == "standby"
+            health.set(ACTIVE, query_alive=lambda: False)
+            assert get(api, "/api/counts")[0] == 503  # a dead query: /readyz says not ready too
         health.set(ACTIVE)
         assert get(api, "/api/counts")[0] == 503  # detached: the store may be closed now
+        with serving(api, store):  # attached again (a store opened again): not whole until told
+            assert get(api, "/api/counts")[0] == 503
     finally:
         api.stop()
 
@@ -134,6 +161,7 @@ def test_a_token_guards_metrics_and_the_api_but_not_the_probes(store: Store) -> 
     api = start(health, TOKEN)
     try:
         with serving(api, store):
+            api.whole(store)
             for path in ("/metrics", "/api/counts", "/api/status"):
                 assert get(api, path)[0] == 401
                 assert get(api, path, "wrong")[0] == 401
