@@ -7,12 +7,14 @@ source is a Java client, so the common security settings are translated to their
 names, and lines starting with ``java.`` go to Spark only (prefix removed) for
 anything without a translation.
 
-Values are never printed, whatever key they sit under (people paste secrets into the
-wrong key): messages name keys only. A value librdkafka refuses is found when the file is
-loaded (``check_client_settings``), before any client quotes it back in its own error
-text; and every value of a loaded file is registered with ``redact``, which the CLI's
-output, the log, the HTTP probes and the board pass their text through, so a value that
-reaches a message by any other way shows as ``<key>``.
+Messages of brewstream's own name keys only, never a value of the file, whatever key it
+sits under (people paste secrets into the wrong key). A value librdkafka refuses is found
+when the file is loaded (``check_client_settings``), before any client quotes it back in its
+own error text. And every secret of a loaded file (``is_secret``: passwords, keys, tokens,
+JAAS configs, every ``java.`` line) is registered with ``redact``, which the CLI's output,
+the log, the HTTP probes and the board pass their text through, so a secret that reaches a
+message by any other way shows as ``<key>``: matched as a whole word only, so that a user
+name, a client id or a path, which are not secrets, never blank out parts of other words.
 A few settings are brewstream's own (``OWNED_SETTINGS``): a file may repeat brewstream's
 value but not set another.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from topics.errors import BrewError
@@ -98,7 +101,7 @@ def choose_bootstrap(given: str | None, given_as: str, from_file: str | None, pa
     if given is None:
         return from_file if from_file is not None else default
     if from_file is not None and server_list(given) != server_list(from_file):
-        # The file's servers are not shown: no value of the file ever is (see ``redact``).
+        # The file's servers are not quoted: brewstream's own messages quote no value of the file.
         raise BrewError(f"{given_as} {given} and the {BOOTSTRAP_SERVERS} of {path} name different "
                         f"servers; drop one of them or make them agree")
     return given
@@ -185,38 +188,132 @@ def names_in(reason: str, settings: dict[str, str]) -> list[str]:
 
 # ---------------------------------------------------------------- redaction
 
+# What a --kafka-config file's secret is, by its key: librdkafka's sensitive properties (its
+# CONFIGURATION.md), the Java client's Password-typed settings, and any key that names a
+# password, a secret, a token, a credential, a JAAS config or an inline PEM. A user name, a
+# client id, a server or a file's path is not a secret: it is shown (librdkafka's own
+# settings dump hides sasl.username too, but a user name is what an operator checks the
+# ACLs of, and the docs' own ``brew`` would hide every word ``brew`` otherwise).
+SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+                         "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "sasl.jaas.config",
+                         "ssl.key.pem", "ssl.certificate.pem", "ssl.ca.pem", "ssl_key", "ssl.keystore.key",
+                         "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+                         "sasl.oauthbearer.assertion.private.key.pem",
+                         "sasl.oauthbearer.assertion.private.key.passphrase"})
+_SECRET_WORDS = ("password", "passphrase", "secret", "token", "credential", "jaas", "pem", "ssl_key")
+# A JAAS config's own secrets (``password="…"``), hidden on their own as well as inside the whole line.
+_JAAS_SECRET = re.compile(r"""\b\w*(?:password|secret|token|credential)\w*\s*=\s*"""
+                          r"""(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;"']+))""", re.IGNORECASE)
 # Words a value may be without being anything but a setting's name for a mode: shown as is.
 _PLAIN_VALUES = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "TRUE", "FALSE", "NONE", "HTTPS",
                            "READ_COMMITTED", "ALL", *SASL_MECHANISMS})
-_MIN_HIDDEN = 4  # shorter values (a number of milliseconds, say) would blank out ordinary text
+# A secret shorter than this is not hidden: as a whole word it would still blank out
+# ordinary text (a count of 123, say) and so show itself by where the blanks fall.
+MIN_HIDDEN = 4
 _hidden: dict[str, str] = {}
-_pattern: re.Pattern[str] | None = None
+_table: _Table | None = None
 _hidden_lock = threading.Lock()
 
 
+def is_secret(key: str) -> bool:
+    """Whether the value under ``key`` is a secret: a ``java.`` line's (it may carry a JAAS
+    config), a key of ``SECRET_KEYS``, or one naming a secret (``_SECRET_WORDS``)."""
+    k = key.strip().lower()
+    return k.startswith(JAVA_PREFIX) or k in SECRET_KEYS or any(w in k for w in _SECRET_WORDS)
+
+
+def secrets_of(props: dict[str, str]) -> dict[str, str]:
+    """Pure: each secret value of ``props`` (``is_secret``), and the secrets inside a JAAS
+    config, in every form a client may write them (as given, and quoted for a JAAS line),
+    each with the name it is shown as."""
+    found: dict[str, str] = {}
+    for key, value in props.items():
+        if not is_secret(key):
+            continue
+        shown = f"<{key.strip()}>"
+        forms = [value.strip()]
+        if key.strip().lower() == "sasl.password":
+            forms.append(_quoted(value.strip()))  # as the JAAS config for Spark's source writes it
+        if "jaas" in key.lower():
+            for m in _JAAS_SECRET.finditer(value):
+                inner = next(g for g in m.groups() if g is not None)
+                forms += [inner, inner.replace('\\"', '"').replace("\\\\", "\\")]
+        for form in forms:
+            if len(form) >= MIN_HIDDEN and form.upper() not in _PLAIN_VALUES:
+                found.setdefault(form, shown)
+    return found
+
+
 def hide_values(props: dict[str, str]) -> None:
-    """Register every value of a loaded config file: ``redact`` shows it as ``<key>``."""
-    global _pattern
+    """Register the secrets of a loaded config file (``secrets_of``): ``redact`` shows each
+    as ``<key>`` wherever it stands as a whole word."""
+    hide(secrets_of(props))
+
+
+def hide(found: dict[str, str]) -> None:
+    """Register secrets (value -> what it is shown as) that reach a client by another way
+    than the file's lines."""
+    global _table
     with _hidden_lock:
-        for key, value in props.items():
-            value = value.strip()
-            if len(value) >= _MIN_HIDDEN and value.upper() not in _PLAIN_VALUES:
-                _hidden[value] = f"<{key}>"
-        # Longest first, one pass: a value inside a longer one, or inside a key's name shown
-        # in place of another, is never replaced twice.
-        _pattern = re.compile("|".join(re.escape(v) for v in sorted(_hidden, key=len, reverse=True))) if _hidden \
-            else None
+        for value, shown in found.items():
+            if len(value) >= MIN_HIDDEN:
+                _hidden.setdefault(value, shown)
+        _table = _Table.of(_hidden) if _hidden else None
+
+
+@dataclass(frozen=True)
+class _Table:
+    any: re.Pattern[str]  # finds whether a text holds a secret at all
+    each: tuple[tuple[re.Pattern[str], str], ...]  # a secret's every occurrence, overlapping ones too
+
+    @classmethod
+    def of(cls, hidden: dict[str, str]) -> _Table:
+        ordered = sorted(hidden, key=len, reverse=True)
+        return cls(re.compile("|".join(whole_word(v) for v in ordered)),
+                   tuple((re.compile(f"(?=({whole_word(v)}))"), hidden[v]) for v in ordered))
+
+
+def whole_word(value: str) -> str:
+    """A regex matching ``value`` only where it is not part of a longer run of word
+    characters: an edge of the value that is a word character must meet a non-word one (or
+    the text's end), so ``brew`` is found in ``user brew.`` but never in ``brewstream``. An
+    edge that is punctuation needs nothing: the value itself is the boundary there."""
+    head = r"(?<!\w)" if re.match(r"\w", value[0]) else ""
+    tail = r"(?!\w)" if re.match(r"\w", value[-1]) else ""
+    return f"{head}{re.escape(value)}{tail}"
 
 
 def hidden_values() -> list[str]:
-    """Every registered config value (for redaction done elsewhere, in Spark's JVM)."""
+    """Every registered secret (for the same redaction done in Spark's JVM)."""
     with _hidden_lock:
         return list(_hidden)
 
 
+def forget_values() -> None:
+    """Drop every registered secret (tests that register their own)."""
+    global _table
+    with _hidden_lock:
+        _hidden.clear()
+        _table = None
+
+
 def redact(text: str) -> str:
-    """``text`` with every registered config value replaced by its key's name."""
-    pattern = _pattern
-    if pattern is None:
+    """``text`` with every registered secret that stands as a whole word (``whole_word``)
+    replaced by its key's name; where occurrences overlap (of one secret, or of two), the
+    whole stretch they cover is replaced once, so no part of either shows. Anything else,
+    however much it looks like a config value, is left as it is."""
+    table = _table
+    if table is None or table.any.search(text) is None:
         return text
-    return pattern.sub(lambda m: _hidden[m.group()], text)
+    spans = sorted((m.start(), m.start() + len(m.group(1)), shown) for pattern, shown in table.each
+                   for m in pattern.finditer(text))
+    out: list[str] = []
+    end = 0
+    for start, stop, shown in spans:
+        if start < end:  # overlaps the stretch being replaced: widen it
+            end = max(end, stop)
+            continue
+        out += [text[end:start], shown]
+        end = stop
+    out.append(text[end:])
+    return "".join(out)

@@ -6,6 +6,7 @@ import functools
 import importlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -232,13 +233,23 @@ REDACT_PROPERTY = "brewstream.redact"
 
 
 def java_pattern(values: list[str]) -> str:
-    """A Java regex matching any of ``values``, longest first, with every character but
-    letters and digits escaped as ``\\uXXXX`` (so no brace, percent or dollar reaches the
+    """A Java regex matching any of ``values`` as a whole word, the way ``redact`` does
+    (``topics.kafka_config.whole_word``; a word character is a letter, a digit or ``_``, as
+    ``\\pL``, ``\\pN`` and ``_`` say in Java), longest first, with every character but letters
+    and digits of a value escaped as ``\\uXXXX`` (so no brace, percent or dollar reaches the
     log layout's own syntax)."""
+    word = r"[\pL\pN_]"
+
     def escaped(value: str) -> str:
         return "".join(c if c.isascii() and c.isalnum() else "".join(f"\\u{ord(u):04x}" for u in _utf16(c))
                        for c in value)
-    return "|".join(escaped(v) for v in sorted(values, key=len, reverse=True))
+
+    def whole(value: str) -> str:
+        head = f"(?<!{word})" if re.match(r"\w", value[0]) else ""
+        tail = f"(?!{word})" if re.match(r"\w", value[-1]) else ""
+        return f"{head}{escaped(value)}{tail}"
+
+    return "|".join(whole(v) for v in sorted(values, key=len, reverse=True))
 
 
 def _utf16(c: str) -> list[str]:
