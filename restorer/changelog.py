@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
 from topics.errors import BrewError, KafkaUnavailable
-from topics.kafka import KafkaConnection, TopicShape, describe_topic, is_transient, unavailable
+from topics.kafka import KafkaConnection, TopicShape, describe_topic, failed, is_transient
 from topics.partitioner import murmur2_partition
 from topics.records import call_until, close_transactional, is_fenced, produce_waiting
 
@@ -78,7 +78,7 @@ class ChangelogWriter:
             self._producer.init_transactions(TXN_TIMEOUT_S)
         except KafkaException as exc:
             what = f"cannot start changelog transactions as {self.transactional_id}"
-            raise unavailable(what, exc) or BrewError(f"{what}: {exc.args[0].str()}") from None
+            raise failed(self._conn, what, exc, self._producer) from None
 
     def shape(self) -> TopicShape:
         """The changelog's topic id and partition count as the broker has them now."""

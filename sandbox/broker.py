@@ -17,7 +17,7 @@ from sandbox.processes import alive
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
 
-__all__ = ["Sandbox", "down", "free_port", "serves", "status", "up"]
+__all__ = ["Sandbox", "Tls", "down", "free_port", "serves", "status", "up"]
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -51,12 +51,26 @@ num.io.threads=4
 """
 
 @dataclass(frozen=True)
+class Tls:
+    """The broker's side of TLS: a PKCS12 key store with its key and certificate."""
+
+    keystore: Path
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Sandbox:
     port: int
     data_dir: Path
     # An extra SASL_PLAINTEXT listener with PLAIN users, to exercise secured clients.
     sasl_port: int | None = None
     sasl_users: dict[str, str] = field(default_factory=dict, repr=False)
+    # An extra SASL_SSL listener (PLAIN with ``sasl_users``, and SCRAM-SHA-512 for the users
+    # given SCRAM credentials through the admin API) that presents ``tls``'s certificate.
+    sasl_ssl_port: int | None = None
+    tls: Tls | None = None
+    # More server.properties lines (an authorizer, say), after brewstream's own.
+    extra_properties: tuple[str, ...] = ()
 
     @property
     def bootstrap(self) -> str:
@@ -128,24 +142,50 @@ def _write_config(sandbox: Sandbox) -> Path:
     text = SERVER_PROPERTIES.format(port=sandbox.port, controller_port=free_port(), log_dir=sandbox.log_dir.resolve())
     if sandbox.sasl_port is not None:
         text = _with_sasl(text, sandbox)
-    props.write_text(text)
+    if sandbox.sasl_ssl_port is not None:
+        text = _with_sasl_ssl(text, sandbox)
+    props.write_text(text + "".join(f"{line}\n" for line in sandbox.extra_properties))
     sandbox.process.write_log4j()
     return props
 
 
-def _with_sasl(text: str, sandbox: Sandbox) -> str:
-    listener = f"SASL_PLAINTEXT://127.0.0.1:{sandbox.sasl_port}"
-    users = " ".join(f'user_{u}="{pw}"' for u, pw in sandbox.sasl_users.items())
+def _with_listener(text: str, protocol: str, port: int | None) -> list[str]:
+    """The lines of ``text`` with one more listener, named after its protocol."""
     lines = []
     for line in text.splitlines():
         if line.startswith(("listeners=", "advertised.listeners=")):
-            line += "," + listener
+            line += f",{protocol}://127.0.0.1:{port}"
         elif line.startswith("listener.security.protocol.map="):
-            line += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            line += f",{protocol}:{protocol}"
         lines.append(line)
+    return lines
+
+
+def _plain_users(sandbox: Sandbox) -> str:
+    users = " ".join(f'user_{u}="{pw}"' for u, pw in sandbox.sasl_users.items())
+    return f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+
+
+def _with_sasl(text: str, sandbox: Sandbox) -> str:
+    lines = _with_listener(text, "SASL_PLAINTEXT", sandbox.sasl_port)
     lines += ["sasl.enabled.mechanisms=PLAIN",
-              "listener.name.sasl_plaintext.plain.sasl.jaas.config="
-              f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"]
+              f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_plain_users(sandbox)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _with_sasl_ssl(text: str, sandbox: Sandbox) -> str:
+    if sandbox.tls is None:
+        raise BrewError("a SASL_SSL listener needs the broker's key store (tls)")
+    name = "listener.name.sasl_ssl."
+    lines = _with_listener(text, "SASL_SSL", sandbox.sasl_ssl_port)
+    lines += [f"{name}sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+              f"{name}plain.sasl.jaas.config={_plain_users(sandbox)}",
+              f"{name}scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+              "required;",
+              f"{name}ssl.keystore.type=PKCS12",
+              f"{name}ssl.keystore.location={sandbox.tls.keystore.resolve()}",
+              f"{name}ssl.keystore.password={sandbox.tls.password}",
+              f"{name}ssl.key.password={sandbox.tls.password}"]
     return "\n".join(lines) + "\n"
 
 

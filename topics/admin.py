@@ -11,8 +11,7 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 from topics.catalog import DEFAULT_TOPICS, Topics, TopicSpec
 from topics.clock import wait_until
-from topics.errors import BrewError
-from topics.kafka import KafkaConnection, require_broker, topic_exists
+from topics.kafka import KafkaConnection, failed, require_broker, topic_exists
 
 ADMIN_TIMEOUT_S = 30.0
 # What a cluster of three or more brokers gets by default: one broker may be lost, and with
@@ -48,7 +47,7 @@ def create_topics(conn: KafkaConnection, partitions: int, replication_factor: in
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
     futures = admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S)
-    outcomes = _outcomes(futures, "creating", ("created", "exists"), KafkaError.TOPIC_ALREADY_EXISTS)
+    outcomes = _outcomes(conn, futures, "creating", ("created", "exists"), KafkaError.TOPIC_ALREADY_EXISTS)
     names = [s.name for s in specs]
     wait_until(lambda: all(topic_exists(conn, name) for name in names), ADMIN_TIMEOUT_S,
                f"the broker's metadata to show {', '.join(names)}")
@@ -61,12 +60,13 @@ def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> lis
     specs = topics.specs()
     admin = conn.admin()  # must outlive its futures
     futures = admin.delete_topics([s.name for s in specs], request_timeout=ADMIN_TIMEOUT_S)
-    return _outcomes(futures, "deleting", ("deleted", "absent"), KafkaError.UNKNOWN_TOPIC_OR_PART)
+    return _outcomes(conn, futures, "deleting", ("deleted", "absent"), KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
-def _outcomes(futures: Mapping[str, Future[None]], doing: str, labels: tuple[str, str],
+def _outcomes(conn: KafkaConnection, futures: Mapping[str, Future[None]], doing: str, labels: tuple[str, str],
               harmless: int) -> list[tuple[str, str]]:
-    """Wait for each topic's future: done, or the one error that means there was nothing to do."""
+    """Wait for each topic's future: done, or the one error that means there was nothing to do
+    (an ACL's refusal is named as one: ``topics.auth``)."""
     done, nothing_to_do = labels
     results: list[tuple[str, str]] = []
     for name, future in futures.items():
@@ -75,7 +75,7 @@ def _outcomes(futures: Mapping[str, Future[None]], doing: str, labels: tuple[str
             results.append((name, done))
         except KafkaException as exc:
             if exc.args[0].code() != harmless:
-                raise BrewError(f"{doing} {name} failed: {exc.args[0].str()}") from None
+                raise failed(conn, f"{doing} {name} failed", exc) from None
             results.append((name, nothing_to_do))
     return results
 
@@ -87,6 +87,11 @@ def describe_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> l
     admin = conn.admin()
     meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     present = [s.name for s in specs if s.name in meta.topics and meta.topics[s.name].error is None]
+    for spec in specs:
+        if spec.name not in present:
+            # Left out of the listing: absent, or one this client may not describe (asked by
+            # name, an ACL's refusal says so; "absent" would send the user to create it).
+            topic_exists(conn, spec.name)
     configs: dict[str, dict[str, str]] = {}
     if present:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in present]

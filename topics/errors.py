@@ -11,6 +11,12 @@ class KafkaUnavailable(BrewError):
     A command stops on it in one line; a running daemon waits it out (``service.engine.outage``)."""
 
 
+class KafkaRefused(BrewError):
+    """Kafka answers but refuses this client (a failed login, an unverified certificate, TLS
+    against a plaintext listener, an ACL): a setting or a permission to fix, never an outage
+    to wait out (``topics.auth``)."""
+
+
 _DISK_HINTS = (
     ("No space left on device", "the disk is full: free space on it (or move --state-dir / --checkpoint-dir) "
                                 "and start again"),

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from topics.catalog import ORDERS
 from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_line
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, partitions_of
+from topics.kafka import KafkaConnection, failed, partitions_of
 from topics.orders_gen import OrderGenerator
 from topics.records import call_until, close_transactional, is_fatal, produce_waiting
 
@@ -124,7 +124,7 @@ def produce(
     settings: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all"}
     if txn_id is not None:
         settings |= {"transactional.id": txn_id, "transaction.timeout.ms": int(FEED_TXN_TIMEOUT_S * 1000)}
-    sender = TickSender(conn.producer(settings), topic, txn_id)
+    sender = TickSender(conn, conn.producer(settings), topic, txn_id)
     stop = stop or threading.Event()
     queued = 0
     next_tick = time.monotonic()
@@ -153,11 +153,11 @@ class TickSender:
     """One tick of records at a time: in a transaction of its own (``txn_id``), sent again
     whole when Kafka aborts it; or, without one, idempotent produces flushed at the end."""
 
-    def __init__(self, producer: Producer, topic: str, txn_id: str | None) -> None:
+    def __init__(self, conn: KafkaConnection, producer: Producer, topic: str, txn_id: str | None) -> None:
         self.topic = topic
         self.result = FeedResult()
         self._txn_id = txn_id
-        self._producer = producer
+        self._conn, self._producer = conn, producer
         if self._txn_id is not None:
             self._until(lambda left: self._producer.init_transactions(left), time.monotonic() + FEED_SEND_WAIT_S,
                         f"cannot start transactions as {self._txn_id}")
@@ -231,7 +231,7 @@ class TickSender:
             err = exc.args[0]
             if abortable_ok and err.txn_requires_abort() and not is_fatal(err):
                 raise _Abortable(err.str()) from None
-            raise BrewError(f"{what}: {err.str()}") from None
+            raise failed(self._conn, what, exc, self._producer) from None
 
 
 class _Abortable(Exception):

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from topics.errors import BrewError, KafkaUnavailable
+from topics.auth import Refusal, from_librdkafka
+from topics.errors import BrewError, KafkaRefused, KafkaUnavailable
 from topics.kafka_config import (
     BOOTSTRAP_SERVERS,
     SASL_MECHANISMS,
@@ -74,12 +76,43 @@ _PRODUCE_TIMEOUT = {"request.timeout.ms": int(REQUEST_TIMEOUT_S * 1000)}
 _READER = {"group.id": "brewstream-reader", "enable.auto.commit": False}
 
 
+# How long what a client's error callback said about a refusal (``Refusals``) explains a
+# later failure of the same connection: a request that fails on it waits up to a few
+# timeouts, and its client's callbacks are served only after that.
+REFUSAL_RECENT_S = 30.0
+
+
+class Refusals:
+    """What the error callbacks of one connection's clients said about Kafka refusing them
+    (``topics.auth``): librdkafka fails the request itself as a mere transport failure, and
+    says why (a failed login, a certificate it cannot verify) only there."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: tuple[Refusal, float] | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        refusal = from_librdkafka(err.code(), err.str())
+        if refusal is not None:
+            with self._lock:
+                self._last = (refusal, time.monotonic())
+
+    def recent(self, within_s: float = REFUSAL_RECENT_S) -> Refusal | None:
+        with self._lock:
+            last = self._last
+        return last[0] if last is not None and time.monotonic() - last[1] <= within_s else None
+
+    def __reduce__(self) -> tuple[type[Refusals], tuple[()]]:
+        return Refusals, ()  # a copy starts with nothing heard (and no lock to copy)
+
+
 @dataclass(frozen=True)
 class KafkaConnection:
     bootstrap: str = DEFAULT_BOOTSTRAP
     # Raw --kafka-config properties: secrets, so kept out of repr and thus out of logs.
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     config_file: Path | None = None  # handed on to child processes (drills)
+    refusals: Refusals = field(default_factory=Refusals, repr=False, compare=False)
 
     @classmethod
     def from_file(cls, bootstrap: str | None, config_file: Path | None,
@@ -94,8 +127,26 @@ class KafkaConnection:
         return cls(chosen, props, config_file)
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {**_QUIET, **_TIMEOUTS, **librdkafka_properties(dict(self.properties)), **(overrides or {}),
-                "bootstrap.servers": self.bootstrap}
+        return {**_QUIET, "error_cb": self.refusals, **_TIMEOUTS, **librdkafka_properties(dict(self.properties)),
+                **(overrides or {}), "bootstrap.servers": self.bootstrap}
+
+    def refused(self, exc: KafkaException | None = None, client: AdminClient | Producer | None = None,
+                name: str = "") -> KafkaRefused | None:
+        """Kafka refusing this connection's clients, as one line naming what to check, or None:
+        ``exc`` itself (an ACL's refusal of the resource ``name``), or what a client's error
+        callback said lately (``client``'s queued callbacks are served first: a failed
+        request's are still there)."""
+        err = exc.args[0] if exc is not None and exc.args else None
+        refusal = from_librdkafka(err.code(), err.str()) if isinstance(err, KafkaError) else None
+        if refusal is not None and name:
+            refusal = replace(refusal, name=name)
+        if refusal is None:
+            if client is not None:
+                client.poll(0)
+            refusal = self.refusals.recent()
+        if refusal is None:
+            return None
+        return KafkaRefused(refusal.line(self.bootstrap, str(self.config_file or "the Kafka client settings")))
 
     def admin(self) -> AdminClient:
         return AdminClient(self.config())
@@ -124,20 +175,24 @@ def admin_client(bootstrap: str) -> AdminClient:
 
 
 def require_broker(conn: KafkaConnection, timeout: float = METADATA_TIMEOUT_S) -> None:
-    """Fail fast, in one line, when the broker cannot be reached."""
+    """Fail fast, in one line, when the broker cannot be reached or refuses this client."""
+    admin = conn.admin()
     try:
-        conn.admin().list_topics(timeout=timeout)
+        admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise _unreachable(conn, exc) from None
+        raise _unreachable(conn, exc, admin) from None
 
 
-def _unreachable(conn: KafkaConnection, exc: KafkaException) -> BrewError:
+def _unreachable(conn: KafkaConnection, exc: KafkaException, admin: AdminClient | None = None) -> BrewError:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() == KafkaError._INVALID_ARG:
         # A client refused its settings before it tried any broker (its text may quote a value).
         where = conn.config_file or "the client settings"
         return BrewError(f"configuration error: a Kafka client refuses the settings of {where}; check its keys "
                          "and values (not shown)")
+    refused = conn.refused(exc, admin)  # reachable, but refusing the login, the certificate, a permission
+    if refused is not None:
+        return refused
     return KafkaUnavailable(f"cannot reach Kafka at {conn.bootstrap} ({_reason(exc)}); "
                             "start it with `brewstream sandbox up` or pass --bootstrap")
 
@@ -168,6 +223,20 @@ def is_transient(err: KafkaError) -> bool:
     return not err.fatal() and (err.code() in TRANSIENT or bool(err.retriable()))
 
 
+def failed(conn: KafkaConnection, what: str, exc: KafkaException,
+           client: AdminClient | Producer | None = None) -> BrewError:
+    """``what`` failed on ``exc``: as ``KafkaRefused`` when Kafka refuses this client
+    (``KafkaConnection.refused``, asked first: a refused login fails requests with transient
+    codes), as ``KafkaUnavailable`` when the cluster heals (``unavailable``), else with
+    Kafka's own reason."""
+    refused = conn.refused(exc, client)
+    if refused is not None:
+        return KafkaRefused(f"{what}: {refused}")
+    err = exc.args[0] if exc.args else None
+    reason = err.str() if isinstance(err, KafkaError) else str(exc)
+    return unavailable(what, exc) or BrewError(f"{what}: {reason}")
+
+
 def unavailable(what: str, exc: KafkaException) -> KafkaUnavailable | None:
     """``exc`` as ``KafkaUnavailable`` when it is transient (``what`` says what failed), else None."""
     err = exc.args[0] if exc.args else None
@@ -193,19 +262,30 @@ def _partitions(conn: KafkaConnection, admin: AdminClient, topic: str, timeout: 
     try:
         meta = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        raise _unreachable(conn, exc) from None
+        raise _unreachable(conn, exc, admin) from None
     info = meta.topics.get(topic)
+    _raise_if_refused(conn, topic, info)
     if info is None or info.error is not None or not info.partitions:
         raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
     return sorted(info.partitions)
 
 
+def _raise_if_refused(conn: KafkaConnection, topic: str, info: Any) -> None:
+    """A topic's metadata that says this client may not see it: not a missing topic."""
+    if info is not None and info.error is not None:
+        refused = conn.refused(KafkaException(info.error), name=topic)
+        if refused is not None:
+            raise refused
+
+
 def topic_exists(conn: KafkaConnection, topic: str, timeout: float = METADATA_TIMEOUT_S) -> bool:
+    admin = conn.admin()
     try:
-        meta = conn.admin().list_topics(topic=topic, timeout=timeout)
+        meta = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        raise _unreachable(conn, exc) from None
+        raise _unreachable(conn, exc, admin) from None
     info = meta.topics.get(topic)
+    _raise_if_refused(conn, topic, info)
     return info is not None and info.error is None and bool(info.partitions)
 
 
@@ -343,6 +423,9 @@ def describe_topic(conn: KafkaConnection, topic: str, timeout: float = METADATA_
             if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`"
                                 ) from None
+            refused = conn.refused(exc, admin, topic)
+            if refused is not None:
+                raise refused from None
             if not is_transient(err):
                 raise BrewError(f"cannot describe topic {topic}: {err.str()}") from None
             if time.monotonic() > deadline:
@@ -398,13 +481,27 @@ def serving_problem(conn: KafkaConnection, topics: Sequence[str], timeout: float
     The last one is asked of every leader itself (one watermark request a partition, by a
     client new enough to hold no stale metadata): a cluster that lost its KRaft quorum
     (two of three combined nodes down) can elect and fence nobody, so the surviving broker
-    goes on naming dead brokers as leaders with every replica in sync."""
+    goes on naming dead brokers as leaders with every replica in sync.
+
+    A cluster that answers but refuses this client (``topics.auth``: a login, a certificate,
+    an ACL) is not one that cannot serve for now: ``KafkaRefused`` is raised, since no wait
+    ends it."""
+    admin = conn.admin()
     try:
-        meta = conn.admin().list_topics(timeout=timeout)
+        meta = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        refused = conn.refused(exc, admin)
+        if refused is not None:
+            raise refused from None
         return f"no broker at {conn.bootstrap} answers ({_reason(exc)})"
     for topic in topics:
         info = meta.topics.get(topic)
+        if info is None:
+            # A listing of every topic leaves out the ones this client may not describe:
+            # asked by name, the topic's own metadata says which it is.
+            with contextlib.suppress(KafkaException):
+                info = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+        _raise_if_refused(conn, topic, info)
         if info is None or info.error is not None:
             detail = f" ({info.error.str()})" if info is not None and info.error is not None else ""
             return f"topic {topic} is not in the cluster's metadata{detail}"

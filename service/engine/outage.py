@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
+from topics.auth import from_java
 from topics.errors import KafkaUnavailable
 from topics.kafka import KafkaConnection, serving_problem, unavailable
 
@@ -55,8 +56,25 @@ def trouble(exc: BaseException) -> KafkaUnavailable | None:
 
 
 def query_failed_on_kafka(failure: str) -> bool:
-    """Whether a failed query's whole text says Kafka could not serve its source for now."""
-    return bool(_KAFKA_TROUBLE.search(failure))
+    """Whether a failed query's whole text says Kafka could not serve its source for now;
+    never when Kafka refused the source (``topics.auth``: a login, a certificate, an ACL),
+    whatever time-outs the text also names: no wait ends a refusal."""
+    return from_java(failure) is None and bool(_KAFKA_TROUBLE.search(failure))
+
+
+def refusal_causes(exc: BaseException) -> str:
+    """When a failed query's text says Kafka refused its source (``topics.auth``), the Java
+    causes below, one line each (``cause: …``), else nothing: the query's own text names
+    only the top exception (``SslAuthenticationException: SSL handshake failed``), and which
+    check failed (a certificate that does not verify, say) is in a cause."""
+    if from_java(str(exc)) is None:
+        return ""
+    trace = str(getattr(exc, "_stackTrace", "") or "")  # pyspark's captured JVM trace
+    causes = [ln.strip()[len(_CAUSED_BY):] for ln in trace.splitlines() if ln.strip().startswith(_CAUSED_BY)]
+    return "".join(f"\ncause: {cause[:300]}" for cause in causes)
+
+
+_CAUSED_BY = "Caused by: "
 
 
 def through_outages(step: Callable[[], T], stop: threading.Event,

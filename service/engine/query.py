@@ -17,10 +17,11 @@ from restorer.store import Store, StoreGone
 from service.engine.checkpoint_dir import drop_checkpoint
 from service.engine.defaults import BATCH_MAX_DELAY_S, BATCH_MIN_RECORDS
 from service.engine.input_guard import check_input
-from service.engine.outage import query_failed_on_kafka
+from service.engine.outage import query_failed_on_kafka, refusal_causes
 from service.engine.sink import SinkClosed
 from service.engine.start_point import StartPoint, checkpoint_problem, checkpoint_resume_offsets, choose_start
 from service.ops.metrics import Metrics
+from topics.auth import from_java
 from topics.errors import BrewError, KafkaUnavailable, disk_problem
 from topics.kafka import REQUEST_TIMEOUT_S, KafkaConnection, end_offsets, partitions_of
 
@@ -311,7 +312,7 @@ def wait(query: StreamingQuery, sink: BatchSink, store: Store, stop: threading.E
                 return str(sink.failure)
             if SinkClosed.__name__ in str(exc):
                 return None
-            return str(exc)
+            return str(exc) + refusal_causes(exc)
     log.info("stopping: letting the batch in flight finish")
     return None
 
@@ -325,7 +326,11 @@ _WRAPPERS = ("SparkException", "Py4JJavaError", "Py4JException", "StreamingQuery
 def failure_line(text: str) -> str:
     """The cause of a failed query in one line: a disk problem, the Python error a worker
     raised, the first telling Java exception, or else the first line that says something
-    (never Spark's ``Traceback`` framing)."""
+    (never Spark's ``Traceback`` framing). Kafka refusing the source comes first, named
+    with the settings to check (``topics.auth``)."""
+    refusal = from_java(text)
+    if refusal is not None:
+        return refusal.line(java=True)
     hint = disk_problem(text)
     if hint:
         line = next((ln.strip() for ln in text.splitlines() if disk_problem(ln)), "")

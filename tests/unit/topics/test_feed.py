@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from topics import feed, records
 from topics.errors import BrewError
 from topics.feed import Record, TickSender
+from topics.kafka import KafkaConnection
 
 OK, RETRY, ABORT, FATAL = "ok", "retry", "abort", "fatal"
 ERRORS = {
@@ -76,7 +77,7 @@ def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def sender(commits: list[str]) -> tuple[TickSender, StandInProducer]:
     producer = StandInProducer(commits)
-    return TickSender(producer, "orders", "brewstream:feed:orders:x"), producer  # type: ignore[arg-type]
+    return TickSender(KafkaConnection(), producer, "orders", "brewstream:feed:orders:x"), producer  # type: ignore[arg-type]
 
 
 def test_a_tick_kafka_aborts_is_sent_again_whole_and_counted_once() -> None:

@@ -49,3 +49,15 @@ _LINES = st.sampled_from(["", ": ", "\tat x.y(Z.java:1)", "Caused by: ", "Traceb
 def test_any_text_gives_one_line(lines: list[str]) -> None:
     line = failure_line("\n".join(lines))
     assert line and "\n" not in line and "\r" not in line and len(line) <= 600
+
+
+def test_kafka_refusing_the_source_is_named_with_the_settings_to_check() -> None:
+    text = ("[STREAM_FAILED] Query [id = 1] terminated with exception: org.apache.kafka.common.errors."
+            "SslAuthenticationException: SSL handshake failed SQLSTATE: XXKST\n=== Streaming Query ===\n"
+            "cause: javax.net.ssl.SSLHandshakeException: PKIX path validation failed: java.security.cert."
+            "CertPathValidatorException: signature check failed")
+    line = failure_line(text)
+    assert "certificate verification failed" in line and "ssl.ca.location" in line, line
+    line = failure_line("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: "
+                        "Invalid username or password")
+    assert "authentication failed" in line and "java.sasl.jaas.config" in line, line

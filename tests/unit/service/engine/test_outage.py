@@ -19,6 +19,7 @@ from service.engine.outage import (
     Outage,
     ServingWatch,
     query_failed_on_kafka,
+    refusal_causes,
     through_outages,
     trouble,
     watch_decision,
@@ -181,3 +182,34 @@ def test_the_watch_asks_kafka_only_when_no_batch_committed_lately(monkeypatch: p
     seq[0] = 6  # a batch committed: over, without asking
     watch.check()
     assert said == [problem[0], "served"] and not watch.waiting and len(asked) == 2
+
+
+REFUSED = [
+    "terminated with exception: org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed",
+    "org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed\ncause: org.apache.kafka."
+    "common.errors.TimeoutException: Timeout of 60000ms expired before the position for partition t-0 could be "
+    "determined",
+    "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [t]",
+]
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_kafka_refusing_the_source_is_never_waited_out(text: str) -> None:
+    """A wrong password or an untrusted certificate is no outage: no wait ends it."""
+    assert not query_failed_on_kafka(text)
+
+
+class _Failed(Exception):
+    def __init__(self, text: str, trace: str) -> None:
+        super().__init__(text)
+        self._stackTrace = trace
+
+
+def test_a_refused_sources_causes_are_added_and_no_other_failures() -> None:
+    trace = ("org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed\n\tat x.y(Z.java:1)\n"
+             "Caused by: javax.net.ssl.SSLHandshakeException: PKIX path building failed\n\tat a.b(C.java:2)\n")
+    refused = _Failed("terminated with exception: org.apache.kafka.common.errors.SslAuthenticationException: SSL "
+                      "handshake failed", trace)
+    assert refusal_causes(refused) == "\ncause: javax.net.ssl.SSLHandshakeException: PKIX path building failed"
+    assert refusal_causes(_Failed("java.io.IOException: No space left on device", trace)) == ""
+    assert refusal_causes(ValueError("SaslAuthenticationException: x")) == ""  # no trace: nothing more
