@@ -258,6 +258,25 @@ def read_from(conn: KafkaConnection, topic: str, since_ms: int | None = None,
         consumer.close()
 
 
+def read_tail(conn: KafkaConnection, topic: str, back: int | None,
+              timeout: float = FETCH_TIMEOUT_S) -> Iterator[Message]:
+    """The committed records among the last ``back`` offsets of each partition of ``topic``
+    (None: all of them), partition by partition, up to the end offsets each has when it is
+    read. Transaction markers and aborted records take offsets too, so fewer may come."""
+    consumer = conn.consumer({**_ONE_PARTITION_AT_A_TIME, "auto.offset.reset": "earliest"})
+    try:
+        meta = consumer.list_topics(topic, timeout=min(timeout, METADATA_TIMEOUT_S)).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise BrewError(f"topic {topic} does not exist; create the topics with `brewstream topics create`")
+        for p in sorted(meta.partitions):
+            low, high = watermarks(consumer, topic, p, min(timeout, METADATA_TIMEOUT_S))
+            start = low if back is None else max(low, high - back)
+            if start < high:
+                yield from _read_range(conn, consumer, topic, p, start, high, timeout)
+    finally:
+        consumer.close()
+
+
 def _read_range(conn: KafkaConnection, consumer: Consumer, topic: str, partition: int, start: int, end: int,
                 timeout: float) -> Iterator[Message]:
     consumer.assign([TopicPartition(topic, partition, start)])

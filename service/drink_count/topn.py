@@ -56,15 +56,19 @@ def _shown(ranked: list[Ranked], empty_width: int) -> tuple[list[str], int]:
 
 
 def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked],
-                    max_bytes: int | None = None) -> bytes:
-    """The JSON snapshot; with ``max_bytes``, the ranking is cut from the bottom until it fits."""
+                    max_bytes: int | None = None, batch: int | None = None) -> bytes:
+    """The JSON snapshot; with ``max_bytes``, the ranking is cut from the bottom until it fits.
+    ``seq`` orders snapshots (``next_seq``); ``batch`` is the store's batch sequence it shows."""
     def encode(rows: list[Ranked]) -> bytes:
-        return orjson.dumps({
+        doc: dict[str, object] = {
             "seq": seq,
             "ts": utc_iso(now),
             "processed_orders": processed,
             "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in rows],
-        })
+        }
+        if batch is not None:
+            doc["batch"] = batch
+        return orjson.dumps(doc)
 
     record = encode(ranked)
     if max_bytes is None or len(record) <= max_bytes:
@@ -77,6 +81,29 @@ def snapshot_record(seq: int, now: datetime, processed: int, ranked: list[Ranked
         else:
             hi = mid
     return encode(ranked[:lo])
+
+
+def next_seq(previous: int, batch: int) -> int:
+    """Pure: the ``seq`` of the next snapshot, after ``previous`` (the highest one this sender
+    produced, or found committed on the topic when it registered) of a store at batch ``batch``.
+
+    The order consumers keep (docs/reference/topics.md, "A top-N snapshot"): it rises with
+    every snapshot, whichever instance sends it, because each sender continues from what
+    the topic holds once its registration has fenced every earlier one; and it is never
+    below the batch it shows, a number the changelog keeps (``restorer.codec`` commit
+    markers), so it goes on rising even from a topic that lost every snapshot."""
+    return max(previous + 1, batch)
+
+
+def snapshot_seq(value: bytes | None) -> int | None:
+    """Pure: a snapshot record's ``seq``, or None when the record is not a snapshot with one
+    (malformed bytes, another document, a ``seq`` that is no non-negative integer)."""
+    try:
+        doc = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
+    seq = doc.get("seq") if isinstance(doc, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
 
 
 def counts_text(store: DrinkCounts, n: int | None = None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
-from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
+from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, ActiveProof
 from service.records.limits import MAX_NAME_BYTES
 from topics.catalog import DEFAULT_TOPICS, Topics
 from topics.errors import BrewError
@@ -119,7 +119,7 @@ class Pipeline:
     output_topics: tuple[str, ...]
     make_sink: Callable[[Store, ChangelogWriter, FaultPlan, Metrics, SinkOptions], BatchSink]
     # The reporter publishes only while the last argument says so (``Lease.proven_active``).
-    make_reporter: Callable[[Store, BatchSink, Metrics, Callable[[], bool]], Reporter]
+    make_reporter: Callable[[Store, BatchSink, Metrics, ActiveProof], Reporter]
     batch_module: str  # what the Python workers run; imported before the first batch
     dry_run: Callable[[DataFrame], object]  # a batch's work, committing nothing (warm-up)
     routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status

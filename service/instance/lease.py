@@ -26,7 +26,9 @@ way to be). A watcher thread in every instance tails that partition.
   that lost, and never starts a query it must give up.
 - Only the proven holder publishes: one that holds the lease, has seen no later
   generation, and read its own announcement back within the takeover timeout (so it has
-  read everything announced before it, a paused process included).
+  read everything announced before it, a paused process included). A proof *since* a
+  moment also needs that announcement to have been sent after it: every claim made before
+  that moment lies before it in the partition, so one taken over by then knows it.
 
 Only Kafka is shared, so all of this works across machines. The lease is advisory:
 correctness rests on fencing (invariant 6 in ``restorer``). Two instances that race past
@@ -46,6 +48,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import orjson
@@ -72,6 +75,8 @@ _TAIL = 2000  # announcements read back at start: far more than any timeout's wo
 # Our own announcements kept for ``lease_state``: twice a takeover timeout's worth at the
 # fastest announcing, and at least 256 (older ones span the timeout by themselves).
 _OWN_KEPT = 256
+# Our delivered announcements kept for a proof since a moment: the newest few suffice.
+_SENT_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,24 @@ def current_holder(seen: Iterable[Seen]) -> Seen | None:
     return max(seen, key=lambda s: (s.what.generation, -s.claim, s.offset), default=None)
 
 
+def proven_since(sent: Iterable[tuple[int, float]], read_through: int | None, since: float) -> bool:
+    """Pure: whether one of our announcements, delivered at an offset of the partition and
+    sent at a monotonic time (``sent``), was sent after ``since`` and has been read back: our
+    watcher has read the partition through ``read_through`` (None: nothing of ours yet)."""
+    return read_through is not None and any(t > since and offset <= read_through for offset, t in sent)
+
+
+class ActiveProof(Protocol):
+    """``Lease.proven_active``, as the pipelines' reporters are given it."""
+
+    def __call__(self, since: float | None = None) -> bool: ...
+
+
+def always_proven(since: float | None = None) -> bool:
+    """An ``ActiveProof`` for a process without a lease (tests, tools)."""
+    return True
+
+
 class LeaseRefused(BrewError):
     """Another live instance is the active writer of this changelog."""
 
@@ -230,6 +253,8 @@ class Lease:
         self._generation = 0
         self._claim: int | None = None  # offset of our claim of ``_generation``, once read back
         self._own_read_at: float | None = None  # monotonic: when our own announcement last came back
+        # Our latest delivered announcements: (offset, monotonic time it was sent), for ``proven_active(since)``.
+        self._sent: deque[tuple[int, float]] = deque(maxlen=_SENT_KEPT)
         self._threads: list[threading.Thread] = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -302,21 +327,35 @@ class Lease:
         with self._lock:
             return self._holds
 
-    def proven_active(self) -> bool:
+    def proven_active(self, since: float | None = None) -> bool:
         """Whether this instance may publish: it holds the lease, no later generation has
         been seen, and its own announcement came back within the takeover timeout (after a
-        pause, not before it has read whatever was announced meanwhile)."""
+        pause, not before it has read whatever was announced meanwhile). With ``since`` (a
+        monotonic time), an announcement sent after it must have come back too: so a claim
+        made before ``since`` (the takeover behind a fencing seen then) has been read."""
         with self._lock:
             fresh = self._own_read_at is not None and time.monotonic() - self._own_read_at <= self.timeout_s
-            return self._holds and fresh and not overtaken(True, self._generation, self._claim, self._holder())
+            read_through = None if self._own_latest is None else self._own_latest.offset
+            after = since is None or proven_since(self._sent, read_through, since)
+            return (self._holds and fresh and after
+                    and not overtaken(True, self._generation, self._claim, self._holder()))
 
     def announce(self) -> None:
         with self._announcing:
             with self._lock:
                 what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
                                generation=self._generation)
+            sent = time.monotonic()
+
+            def delivered(err: KafkaError | None, msg: Message) -> None:
+                offset = msg.offset()
+                if err is None and offset is not None and offset >= 0:
+                    with self._lock:
+                        self._sent.append((offset, sent))
+
             try:
-                self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION)
+                self._producer.produce(self.topic, key=what.key, value=what.encode(), partition=LEASE_PARTITION,
+                                       on_delivery=delivered)
                 self._producer.poll(0)
             except (BufferError, KafkaException) as exc:
                 log.warning("announcing this instance failed: %s", exc)

@@ -65,6 +65,18 @@ def parse_snapshot(value: bytes | None) -> dict[str, Any] | None:
     return {"seq": doc.get("seq"), "ts": doc.get("ts"), "processed_orders": doc.get("processed_orders"), "top": top}
 
 
+def supersedes(snapshot: dict[str, Any], shown: dict[str, Any] | None) -> bool:
+    """Pure: whether ``snapshot`` replaces the one ``shown``: snapshots are ordered by their
+    ``seq`` (docs/reference/topics.md), not by where they were read; the topic's partitions
+    are read one after another, and one grown since holds older snapshots elsewhere."""
+    if shown is None:
+        return True
+    new, old = snapshot.get("seq"), shown.get("seq")
+    if not (isinstance(old, int) and _is_int(old)):
+        return True
+    return isinstance(new, int) and _is_int(new) and new >= old
+
+
 def parse_window(value: bytes | None) -> dict[str, Any] | None:
     fields = ("kind", "start", "end", "key", "count", "amount", "late_accepted", "emit", "watermark")
     try:
@@ -179,7 +191,8 @@ class TopicFeed:
             snapshot = parse_snapshot(msg.value())
             if snapshot is not None:
                 with self._lock:
-                    self._seen.snapshot = snapshot
+                    if supersedes(snapshot, self._seen.snapshot):
+                        self._seen.snapshot = snapshot
         else:
             window = parse_window(msg.value())
             if window is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from service.instance.lease import LEASE_INTERVAL_S, Announcement, Lease, LeaseLost
@@ -60,3 +61,32 @@ def _one_round(pipe: Pipeline, tmp_path: Path, changelog: str) -> list[str]:
         for lease in leases.values():
             lease.stop()
     return sorted(outcome.values())
+
+
+def test_a_proof_since_a_takeover_comes_to_the_new_holder_only(pipe: Pipeline, tmp_path: Path) -> None:
+    """What the board asks after its producer was fenced (``Lease.proven_active(since)``): an
+    announcement sent after that moment and read back. The holder taken over before it never
+    gets one (it reads the takeover's claim first); the new holder does, within a few
+    announcements; and a moment still to come is proven by nobody yet."""
+    changelog = f"{pipe.topics.changelog}.since"
+    old, new = (Lease(pipe.conn, pipe.topics.instances,
+                      Announcement.here(tmp_path / name, changelog, name, LEASE_INTERVAL_S)) for name in ("old", "new"))
+    try:
+        old.start(seq=lambda: 0)
+        old.claim()
+        wait_until(old.proven_active, 30, "the first holder to be proven active")
+        before = time.monotonic()
+        wait_until(lambda: old.proven_active(since=before), 30, "a proof since a moment the holder lived through")
+        new.start(seq=lambda: 0)
+        new.claim()  # a takeover: a later generation, read back before it would fence anyone
+        fenced_at = time.monotonic()
+        wait_until(lambda: new.proven_active(since=fenced_at), 30, "the new holder's proof since its takeover")
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # a few dozen of the old holder's announcements
+            assert not old.proven_active(since=fenced_at)
+            time.sleep(0.05)
+        assert old.taken_over() is not None
+        assert not new.proven_active(since=time.monotonic() + 60)
+    finally:
+        new.stop()
+        old.stop()

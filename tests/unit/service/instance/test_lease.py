@@ -19,6 +19,7 @@ from service.instance.lease import (
     lease_state,
     next_generation,
     overtaken,
+    proven_since,
 )
 
 ROLES = ("starting", "restoring", "active", "standby", "fenced", "stopped")
@@ -182,3 +183,15 @@ def test_only_a_standby_watching_a_live_holder_announces_faster(role: str, inter
     watching = not holding and holder_seen and role not in ("fenced", "stopped")
     assert got == (min(interval, WATCHING_INTERVAL_S) if watching else interval)
     assert 0 < got <= interval
+
+
+@given(st.lists(st.tuples(st.integers(0, 100), st.floats(0, 100)), max_size=20), st.none() | st.integers(0, 100),
+       st.floats(0, 100))
+def test_a_proof_since_a_moment_needs_an_announcement_sent_after_it_and_read_back(
+        sent: list[tuple[int, float]], read_through: int | None, since: float) -> None:
+    """Every claim made before ``since`` lies before such an announcement in the partition:
+    read back, it proves the watcher read the claim too."""
+    proven = proven_since(sent, read_through, since)
+    assert proven == any(t > since and read_through is not None and offset <= read_through for offset, t in sent)
+    assert not proven_since(sent, None, since)
+    assert not proven_since([(o, t) for o, t in sent if t <= since], read_through, since)
