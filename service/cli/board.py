@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from service import pipelines
 from service.cli.common import CONTEXT, kafka_options, topic_prefix_option
 from service.instance.signals import stop_on_signals
 from service.webboard.feed import TopicFeed
@@ -25,12 +26,16 @@ from topics.kafka import KafkaConnection, require_broker
               show_default=True, help="State dir of `brewstream windows`, read for the event/processing-time chart.")
 def board_cmd(conn: KafkaConnection, topic_prefix: str, host: str, port: int, windows_state_dir: Path) -> int:
     """A live top-drinks board in the browser: ranking, recent windows, event vs processing time."""
+    from restorer.restore import check_restored
+
     require_broker(conn)
     topics = Topics(topic_prefix)
     hub = Hub()
     server = bind(host, port, hub, page_bytes())
     feed = TopicFeed(conn, topics)
-    refresher = Refresher(hub, feed.view, windows_state_dir, {"counts": topics.counts, "windows": topics.windows})
+    changelog = pipelines.WINDOWS.changelog_topic(topics)
+    refresher = Refresher(hub, feed.view, windows_state_dir, {"counts": topics.counts, "windows": topics.windows},
+                          check=lambda store: check_restored(conn, store, changelog))
     with stop_on_signals() as stop:
         feed.start()
         refresher.start()

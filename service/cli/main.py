@@ -384,15 +384,38 @@ def republish_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_di
                   partitions: int, replication_factor: int) -> None:
     """Move a store to a changelog with another partition count: re-create the changelog and
     publish the whole store to it (restoring the store from the old changelog first if it
-    is gone). Stop the daemon first."""
+    is gone). Stop every instance of the pipeline first: one that announced itself within
+    the last 30 s is named, and nothing is deleted."""
     from restorer.restore import republish_changelog
     from topics.catalog import Topics
 
     require_broker(conn)
     topics = Topics(topic_prefix)
     changelog = topics.spec(wing.changelog_topic(topics))
+    _refuse_while_live(conn, topics.instances, changelog.name)
     click.echo(republish_changelog(conn, changelog.name, changelog.config, state_dir or wing.default_state_dir,
                                    partitions, replication_factor, wing.check_value))
+
+
+# An instance silent for longer counts as gone (its lease lapsed long before, at
+# --takeover-timeout); one that stopped or was fenced said so in its last announcement.
+LIVE_S = 30.0
+
+
+def _refuse_while_live(conn: KafkaConnection, instances_topic: str, changelog: str) -> None:
+    """Re-creating a changelog another instance writes or follows would delete it under that
+    instance: refused in one line naming it."""
+    from service.ops.status import read_instances
+    from service.records.limits import printable
+
+    live = [v for v in read_instances(conn, instances_topic, changelog)
+            if v.age_s < LIVE_S and v.what.role not in ("stopped", "fenced")]
+    if live:
+        a, age = live[0].what, live[0].age_s
+        raise BrewError(f"changelog {changelog} is in use by instance {printable(a.instance)} ({printable(a.role)}, "
+                        f"pid {a.pid} on {printable(a.host)}, state dir {printable(a.state_dir)}, announced "
+                        f"{age:.1f}s ago); stop every instance of this pipeline first (one silent for "
+                        f"{LIVE_S:.0f}s counts as gone)")
 
 
 @cli.command("counts", context_settings=CONTEXT)

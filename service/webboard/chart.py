@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,18 @@ def unavailable(message: str) -> dict[str, Any]:
     return {"available": False, "message": message, "windows": []}
 
 
-def read_chart(state_dir: Path, bars: int = BARS) -> dict[str, Any]:
+def read_chart(state_dir: Path, bars: int = BARS, check: Callable[[Store], object] | None = None) -> dict[str, Any]:
+    """The chart of the windows store in ``state_dir``; ``check`` refuses (a BrewError) a store
+    that is not its pipeline's state yet (``restorer.restore.check_restored``): an empty store
+    whose restore has not ended is no chart of zeros."""
     store_path = StateDir(Path(state_dir)).store_path
     if not (store_path / "CURRENT").exists():
         return unavailable(f"the windows pipeline has no data yet (no store in {state_dir}); "
                            "start it with `brewstream windows`")
     try:
         with Store(store_path, read_only=True) as store:
+            if check is not None:
+                check(store)
             state = decode_windows_state(store.items())
     except (BrewError, ValueError) as exc:
         return unavailable(f"cannot read the windows store: {exc}")

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -16,6 +16,9 @@ from service.instance.periodic import Every
 from service.webboard.chart import read_chart, unavailable
 from service.webboard.feed import FeedView
 from topics.clock import utc_iso
+
+if TYPE_CHECKING:
+    from restorer.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +80,9 @@ class Refresher:
     """Every ``interval_s``: read the feed and the windows store, publish to the hub."""
 
     def __init__(self, hub: Hub, view: Callable[[], FeedView], windows_state_dir: Path, topics: dict[str, str],
-                 interval_s: float = REFRESH_S) -> None:
+                 interval_s: float = REFRESH_S, check: Callable[[Store], object] | None = None) -> None:
         self.hub, self.view, self.windows_state_dir = hub, view, windows_state_dir
-        self.topics = topics
+        self.topics, self.check = topics, check  # ``check``: see ``chart.read_chart``
         self._every = Every(interval_s, self.refresh, "board refresh")
 
     def start(self) -> None:
@@ -91,7 +94,7 @@ class Refresher:
 
     def refresh(self) -> None:
         try:
-            chart = read_chart(self.windows_state_dir)
+            chart = read_chart(self.windows_state_dir, check=self.check)
         except Exception as exc:  # a broken store must not stop the ranking from updating
             log.exception("reading the windows store failed")
             chart = unavailable(f"cannot read the windows store: {exc}")

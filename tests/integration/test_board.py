@@ -150,3 +150,19 @@ def test_the_chart_draws_event_and_processing_time_bars(pipe: Pipeline, page: Pa
             expect(rows.nth(0)).to_contain_text("final")
         finally:
             assert stop(daemon) == 0, logs[0].read_text()[-2000:]
+
+
+def test_the_chart_is_not_drawn_from_a_windows_store_before_its_restore(pipe: Pipeline, tmp_path: Path) -> None:
+    """A lost disk under the windows daemon: its new store is empty while the changelog holds
+    its state. The chart says so instead of drawing zeros."""
+    from restorer.store import Store
+
+    produce(pipe.conn, pipe.topics.windows_changelog, [(b"\xffmeta\x00total", (7).to_bytes(8, "big"))])
+    state = tmp_path / "windows-state"
+    state.mkdir()
+    Store(state / "store").close()  # what the daemon opens before it restores
+    with board(pipe, state, tmp_path / "board.log") as url:
+        chart = api_state(url)["chart"]
+    assert isinstance(chart, dict) and chart["available"] is False, chart
+    assert f"is empty but changelog {pipe.topics.windows_changelog} holds records it has not applied" in \
+        str(chart["message"]), chart

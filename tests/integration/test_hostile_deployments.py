@@ -123,6 +123,12 @@ def test_a_second_instance_is_refused_naming_the_first(pipe: Pipeline, tmp_path:
         assert_one_line_error(standby, f"checkpoint dir {ckpt} is in use by another brewstream process "
                                        f"(pid {first.pid}); stop it first or pass another --checkpoint-dir")
         assert (ckpt / "metadata").is_file() and any((ckpt / "commits").iterdir())
+        # Nor is the changelog re-created under it.
+        moved = pipe.brew("republish-changelog", "--partitions", "4", "--state-dir", str(tmp_path / "r"), timeout=120)
+        assert_one_line_error(moved, f"changelog {pipe.topics.changelog} is in use by instance ", f"pid {first.pid}",
+                              "stop every instance of this pipeline first")
+        meta = pipe.conn.admin().list_topics(pipe.topics.changelog, timeout=10).topics[pipe.topics.changelog]
+        assert len(meta.partitions) == 3
         more = make_orders(200, seed=59)
         produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
         wait_until(lambda: "processed=500" in log.read_text(), 180, "the first instance to count on")
