@@ -99,8 +99,12 @@ def retention_risk(conn: KafkaConnection, topic: str) -> str | None:
     """Why the changelog may lose records by itself, in one line that says what to set; None
     when it keeps them, or when the broker does not say (``topics.kafka.deletion_risk``)."""
     how = deletion_risk(conn, topic)
-    if how is None:
-        return None
+    return None if how is None else retention_line(topic, how)
+
+
+def retention_line(topic: str, how: str) -> str:
+    """Pure: the line that says the changelog deletes records ``how``, what that costs and
+    what to set."""
     return (f"changelog {topic} {how}: a restore after disk loss then lacks the keys only its deleted records "
             f"held; {keep_records_fix(topic)}")
 

@@ -32,7 +32,7 @@ from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
-from restorer.reader import apply_changelog, new_reader, retention_risk, store_facts, view_changelog
+from restorer.reader import apply_changelog, new_reader, store_facts, view_changelog
 from restorer.store import StateDir, Store, StoreGone
 from service.engine.checkpoint_dir import CheckpointDir, drop_checkpoint
 from service.engine.contract import Pipeline, RunConfig
@@ -45,6 +45,7 @@ from service.instance.lease import Announcement, Lease, LeaseLost
 from service.instance.signals import stop_on_signals
 from service.ops.http_api import HttpApi, serve_http, serving
 from service.ops.metrics import Metrics, MetricsRefresher
+from service.ops.stalls import StallWatch
 from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
@@ -75,10 +76,9 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         # session while the lease is taken and the store catches up: start-up costs the
         # longer of the two, not their sum.
         with OpenStore(cfg.state_dir, api) as stores, CheckpointDir(cfg.checkpoint_dir, cfg.state_dir), \
-                Session(p, cfg, spark) as session:
-            risk = retention_risk(conn, p.changelog_topic)
-            if risk is not None:
-                log.warning(risk)
+                Session(p, cfg, spark) as session, \
+                StallWatch(conn, metrics, p.input_topic, partitions[p.input_topic], p.changelog_topic,
+                           lambda: stores.store if stores.whole else None, lambda: health.phase.name == ACTIVE):
             return Daemon(p, cfg, session, metrics, health, stores, partitions[p.input_topic],
                           partitions[p.changelog_topic]).run()
     finally:

@@ -80,11 +80,19 @@ class Metrics:
         self.kafka_outages = counter("brewstream_kafka_outages", "Episodes of Kafka unable to serve this instance "
                                      "(a broker, leader, coordinator or in-sync replicas lost) that it waited out")
         self.kafka_waiting = gauge("brewstream_kafka_waiting", "1 while this instance waits for Kafka to heal, else 0")
+        self.held_back = gauge("brewstream_input_held_back_records", "Input records past a partition's last stable "
+                               "offset that an open upstream transaction holds back from this active instance, "
+                               "once it has for a few seconds (0: none)", ("partition",))
+        self.held_back_seconds = gauge("brewstream_input_held_back_seconds", "How long an open upstream "
+                                       "transaction has held the partition back (0: it does not)", ("partition",))
+        self.changelog_deletes = gauge("brewstream_changelog_deletes_records", "1 while the changelog's settings let "
+                                       "it delete records by itself (not compacted, or retention on), else 0")
         self._last_batch = math.nan
         self.last_batch_age.labels(pipeline).set_function(lambda: time.time() - self._last_batch)
         # Series without more labels exist from the start, so a scrape shows zeros, not gaps.
         for metric in (self.records, self.batches, self.changelog_records, self.restore_records,
-                       self.store_keys, self.store_bytes, self.kafka_outages, self.kafka_waiting):
+                       self.store_keys, self.store_bytes, self.kafka_outages, self.kafka_waiting,
+                       self.changelog_deletes):
             metric.labels(pipeline)
 
     def phase_changed(self, phase: Phase) -> None:

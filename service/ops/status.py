@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
 
+from restorer.reader import retention_risk
 from restorer.store import StateDir, Store
 from service.instance.health import FENCED, RESTORING
 from service.instance.lease import LEASE_PARTITION, Announcement
@@ -23,8 +24,10 @@ from topics.kafka import KafkaConnection, end_offsets, partitions_of, watermarks
 class PartitionLag:
     partition: int
     stored: int | None  # next offset the store will apply; None: nothing applied yet
-    end: int
+    end: int  # as a read_committed reader sees it: the last stable offset
     lag: int
+    held_back: int = 0  # records past ``end`` an open upstream transaction holds back (``held_back``)
+    held_since_ms: int | None = None  # the timestamp of the first of them: the transaction's first record
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class Status:
     batches: int
     instances: list[InstanceView] = field(default_factory=list)
     role: str | None = None  # what the instance on this state dir last announced
+    changelog_risk: str | None = None  # how the changelog deletes records by itself (``retention_risk``)
 
 
     @property
@@ -61,8 +65,11 @@ class Status:
     def as_json(self, now: float) -> dict[str, object]:
         return {"store": str(self.store), "topic": self.topic, "lag": self.lag, "batches": self.batches,
                 "last_batch_age_s": self.batch_age_s(now), "role": self.role,
+                "changelog_risk": self.changelog_risk,
                 "instances": [i.as_json() for i in self.instances],
-                "partitions": [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag}
+                "partitions": [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag,
+                                "held_back": p.held_back,
+                                "held_since": None if p.held_since_ms is None else utc_iso(p.held_since_ms / 1000)}
                                for p in self.partitions]}
 
 
@@ -71,22 +78,71 @@ def input_lag(stored: Mapping[int, int], ends: Mapping[int, tuple[int, int]]) ->
     return {p: max(0, high - stored.get(p, low)) for p, (low, high) in ends.items()}
 
 
+# An open upstream transaction shorter than this is a producer at work, not a stall
+# (``service.ops.stalls``).
+HELD_BACK_AFTER_S = 5.0
+
+
+def held_back(stored: Mapping[int, int], stable: Mapping[int, int],
+              end: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Pure: partition -> (its last stable offset, records past it) for each partition that
+    an open upstream transaction holds back from the store: records lie past the LSO (the
+    first offset of the oldest transaction still open there: a read_committed reader reads
+    no further) and the store has applied everything up to it. Short of the LSO, the store
+    is behind: that is lag, not a partition held back."""
+    return {p: (lso, end[p] - lso) for p, lso in stable.items()
+            if p in end and end[p] > lso and p in stored and stored[p] >= lso}
+
+
 def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_topic: str | None = None,
                 changelog: str | None = None) -> Status:
     store_path = StateDir(state_dir).store_path
     with Store(store_path, read_only=True) as store:
         stored, last, batches = store.next_offsets(topic), store.last_batch_ms(), store.last_seq()
-    consumer = conn.consumer()
+    partitions = partitions_of(conn, topic)
+    consumer, everything = conn.consumer(), conn.consumer({"isolation.level": "read_uncommitted"})
     try:
-        ends = end_offsets(consumer, topic, partitions_of(conn, topic))
+        ends = end_offsets(consumer, topic, partitions)
+        uncommitted = end_offsets(everything, topic, partitions)
+        held = held_back({p: stored.get(p, low) for p, (low, _high) in ends.items()},
+                         {p: high for p, (_low, high) in ends.items()},
+                         {p: high for p, (_low, high) in uncommitted.items()})
+        since = {p: first_record_ms(everything, topic, p, lso) for p, (lso, _n) in held.items()}
     finally:
         consumer.close()
+        everything.close()
+    now_ms = time.time() * 1000
+    # A transaction younger than HELD_BACK_AFTER_S is a producer at work (its record's time
+    # unknown: said all the same).
+    held = {p: h for p, h in held.items() if (ms := since[p]) is None or now_ms - ms >= HELD_BACK_AFTER_S * 1000}
     lag = input_lag(stored, ends)
-    lags = [PartitionLag(p, stored.get(p), high, lag[p]) for p, (_low, high) in sorted(ends.items())]
+    lags = [PartitionLag(p, stored.get(p), high, lag[p], held.get(p, (0, 0))[1], since.get(p) if p in held else None)
+            for p, (_low, high) in sorted(ends.items())]
     views = read_instances(conn, instances_topic, changelog) if instances_topic and changelog else []
     home = str(Path(state_dir).resolve())
     role = next((v.what.role for v in views if v.what.state_dir == home and v.what.host == socket.gethostname()), None)
-    return Status(store_path, topic, lags, last, batches, views, role)
+    risk = retention_risk(conn, changelog) if changelog else None
+    return Status(store_path, topic, lags, last, batches, views, role, risk)
+
+
+# How long ``status`` waits for the first record an open transaction holds back.
+_FIRST_RECORD_WAIT_S = 2.0
+
+
+def first_record_ms(consumer: Consumer, topic: str, partition: int, offset: int) -> int | None:
+    """The timestamp of the record at ``offset`` (read by a read_uncommitted ``consumer``),
+    or None when it does not come within a moment."""
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    deadline = time.monotonic() + _FIRST_RECORD_WAIT_S
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None and msg.partition() == partition:
+                kind, ms = msg.timestamp()
+                return int(ms) if kind != TIMESTAMP_NOT_AVAILABLE else None
+        return None
+    finally:
+        consumer.unassign()
 
 
 def read_instances(conn: KafkaConnection, topic: str, changelog: str) -> list[InstanceView]:
@@ -140,6 +196,15 @@ def status_text(s: Status, now: float | None = None) -> str:
     lines += [f"{p.partition:<10}{'-' if p.stored is None else p.stored:>12}{p.end:>12}{p.lag:>10}"
               for p in s.partitions]
     lines.append(f"total lag on {s.topic}: {s.lag}")
+    for p in s.partitions:
+        if p.held_back:
+            since = "" if p.held_since_ms is None else (f" since {utc_iso(p.held_since_ms / 1000)} "
+                                                       f"({(now * 1000 - p.held_since_ms) / 1000:.0f}s)")
+            lines.append(f"partition {p.partition} held back by an open upstream transaction{since}: {p.held_back} "
+                         f"records past its last stable offset {p.end}; read_committed readers see them once the "
+                         "producer commits or aborts it")
+    if s.changelog_risk is not None:
+        lines.append(s.changelog_risk)
     for v in s.instances:
         a = v.what
         # Announcements are read from a topic anyone with access may write to.

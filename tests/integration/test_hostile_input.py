@@ -5,6 +5,7 @@ exact, every bad record reaches the DLQ once."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,69 @@ def test_an_open_upstream_transaction_holds_back_only_what_follows_it(pipe: Pipe
     second = run_cli(pipe, tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(before + pending + after)
+
+
+def test_a_partition_held_back_by_an_open_upstream_transaction_is_said_once(pipe: Pipeline,
+                                                                            tmp_path: Path) -> None:
+    """Under a running daemon, an upstream producer leaves a transaction open on partition 1:
+    by Kafka's design that partition stands still until the transaction ends (the others go
+    on). Before, nothing said why. Now the log says it once, `status` names the partition and
+    the metric holds the records held back; all of it clears once the transaction commits,
+    and the counts are exact."""
+    from sandbox.broker import free_port
+    from tests.support.http import metric
+
+    first, pending, later = make_orders(200, seed=146), make_orders(60, seed=147), make_orders(90, seed=148)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    state, port, log = tmp_path / "state", free_port(), tmp_path / "daemon.log"
+    daemon = pipe.spawn("run", "--state-dir", str(state), "--checkpoint-dir", str(tmp_path / "ckpt"), "--flush", "1s",
+                        "--http-port", str(port), log=log)
+    upstream = Producer({"bootstrap.servers": pipe.conn.bootstrap, "transactional.id": f"held-{pipe.topics.prefix}",
+                         "transaction.timeout.ms": 300_000})
+    open_transaction = False
+    said = f"input {pipe.topics.orders} partition 1 is held back by an open upstream transaction"
+
+    def status() -> dict[str, Any]:
+        proc = pipe.brew("status", "--state-dir", str(state), "--json", check=True)
+        return {p["partition"]: p for p in json.loads(proc.stdout)["partitions"]}
+
+    try:
+        wait_until(lambda: "processed=200" in log.read_text(), 300, "the daemon to count the first orders")
+        upstream.init_transactions(30)
+        upstream.begin_transaction()
+        open_transaction = True
+        for o in pending:
+            k, v = order_bytes(o)
+            upstream.produce(pipe.topics.orders, key=k, value=v, partition=1)
+        upstream.flush(30)
+        behind = [order_bytes(o) for o in later]
+        produce(pipe.conn, pipe.topics.orders, behind[:45], partition=1)  # behind the open transaction
+        produce(pipe.conn, pipe.topics.orders, behind[45:], partition=0)  # another partition goes on
+        line = wait_until(lambda: next((ln for ln in log.read_text().splitlines() if said in ln), None), 120,
+                          "the daemon to say partition 1 is held back")
+        assert f"{len(pending) + 45} records past its last stable offset" in line, line
+        held = status()
+        assert held[1]["held_back"] == len(pending) + 45 and held[1]["held_since"], held
+        assert held[0]["held_back"] == 0 and held[0]["lag"] == 0, held  # it went on
+        text = pipe.brew("status", "--state-dir", str(state), check=True).stdout
+        assert "partition 1 held back by an open upstream transaction since" in text, text
+        assert wait_until(lambda: metric(port, "brewstream_input_held_back_records", partition="1"), 30,
+                          "the metric") == len(pending) + 45
+        upstream.commit_transaction(30)
+        open_transaction = False
+        wait_until(lambda: f"input {pipe.topics.orders} partition 1 goes on" in log.read_text(), 120,
+                   "the daemon to say partition 1 goes on")
+        wait_until(lambda: metric(port, "brewstream_input_held_back_records", partition="1") == 0, 30,
+                   "the metric to clear")
+        wait_until(lambda: status()[1]["held_back"] == 0, 60, "status to clear")
+        wait_until(lambda: counts_json(pipe.conn, state)["counts"] == oracle(first + pending + later), 120,
+                   "every order counted once")
+        assert log.read_text().count(said) == 1  # said once
+    finally:
+        if open_transaction:  # the shared broker keeps no transaction of this test open
+            upstream.abort_transaction(30)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(120) == 0, log.read_text()[-3000:]
 
 
 def test_a_truncated_checkpoint_is_dropped_with_a_warning(pipe: Pipeline, tmp_path: Path) -> None:

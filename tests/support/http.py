@@ -37,3 +37,17 @@ def get_json(port: int, path: str) -> dict[str, Any] | None:
 def daemon_alive(proc: subprocess.Popen[bytes], log: Path) -> Callable[[], str | None]:
     return lambda: None if proc.poll() is None else f"the daemon exited {proc.returncode}: " + \
         log.read_text()[-2000:]
+
+
+def metric(port: int, name: str, **labels: str) -> float | None:
+    """One sample of the daemon's /metrics (its ``pipeline`` label aside), or None."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, body = get(port, "/metrics")
+    if status != 200:
+        return None
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
