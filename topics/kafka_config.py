@@ -25,6 +25,7 @@ servers is refused rather than silently preferred (``choose_bootstrap``).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -224,8 +225,8 @@ def is_secret(key: str) -> bool:
 
 def secrets_of(props: dict[str, str]) -> dict[str, str]:
     """Pure: each secret value of ``props`` (``is_secret``), and the secrets inside a JAAS
-    config, in every form a client may write them (as given, and quoted for a JAAS line),
-    each with the name it is shown as."""
+    config, in every form an output may write them (as given, quoted for a JAAS line, escaped
+    in a JSON string), each with the name it is shown as."""
     found: dict[str, str] = {}
     for key, value in props.items():
         if not is_secret(key):
@@ -238,6 +239,9 @@ def secrets_of(props: dict[str, str]) -> dict[str, str]:
             for m in _JAAS_SECRET.finditer(value):
                 inner = next(g for g in m.groups() if g is not None)
                 forms += [inner, inner.replace('\\"', '"').replace("\\\\", "\\")]
+        # As a JSON string writes it too (--log-format json): a quote, a backslash or a
+        # letter beyond ASCII is escaped there, and the escaped form would show instead.
+        forms += [json.dumps(f, ensure_ascii=ascii)[1:-1] for f in list(forms) for ascii in (True, False)]
         for form in forms:
             if len(form) >= MIN_HIDDEN and form.upper() not in _PLAIN_VALUES:
                 found.setdefault(form, shown)
