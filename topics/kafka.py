@@ -63,6 +63,12 @@ def show_client_logs(on: bool) -> None:
     _KAFKA_LOG.setLevel(logging.DEBUG if on else logging.CRITICAL + 1)
 
 _QUIET = {"logger": _KAFKA_LOG}
+# A broker with auto.create.topics.enable=true creates a topic that a client merely asks
+# about by name (librdkafka's producers and admin clients ask so by default): `run` or
+# `topics describe` against a missing topic created it with the broker's defaults, a
+# changelog among them as cleanup.policy=delete. Topics are brewstream's to create, with
+# their settings (`brewstream topics create`); a missing one is named as missing.
+_NO_AUTO_CREATE = {"allow.auto.create.topics": False}
 
 # librdkafka's timeouts for every request but a produce (socket.timeout.ms, 60 s by
 # default) and for a produce (request.timeout.ms, 30 s): the longest a client waits on a
@@ -127,8 +133,9 @@ class KafkaConnection:
         return cls(chosen, props, config_file)
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {**_QUIET, "error_cb": self.refusals, **_TIMEOUTS, **librdkafka_properties(dict(self.properties)),
-                **(overrides or {}), "bootstrap.servers": self.bootstrap}
+        return {**_QUIET, **_NO_AUTO_CREATE, "error_cb": self.refusals, **_TIMEOUTS,
+                **librdkafka_properties(dict(self.properties)), **(overrides or {}),
+                "bootstrap.servers": self.bootstrap}
 
     def refused(self, exc: KafkaException | None = None, client: AdminClient | Producer | None = None,
                 name: str = "") -> KafkaRefused | None:

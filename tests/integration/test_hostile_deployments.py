@@ -511,6 +511,32 @@ def test_a_changelog_that_stops_being_compacted_under_a_running_daemon_is_said(p
         assert daemon.wait(120) == 0, log.read_text()[-3000:]
 
 
+def test_a_broker_that_creates_topics_when_asked_gets_none_from_brewstream(tmp_path: Path) -> None:
+    """A broker with auto.create.topics.enable=true creates a topic a client merely asks
+    about by name, and librdkafka's producers and admin clients asked so: `run` against a
+    missing topic created every one with the broker's defaults (the changelog as
+    cleanup.policy=delete) and went on. Now a missing topic is named as missing, and none
+    is created but by `brewstream topics create`."""
+    from sandbox.broker import Sandbox, down, up
+    from topics.kafka import KafkaConnection
+
+    box = Sandbox(free_port(), tmp_path / "kafka", extra_properties=("auto.create.topics.enable=true",))
+    up(box)
+    try:
+        conn = KafkaConnection(box.bootstrap)
+        described = brew(conn, "topics", "describe", timeout=120)
+        assert described.returncode == 0 and "brew.orders.v1  absent" in described.stdout, described.stderr
+        ran = brew(conn, "run", "--state-dir", str(tmp_path / "s"), "--checkpoint-dir", str(tmp_path / "c"),
+                   "--available-now", timeout=300)
+        assert ran.returncode == 1, ran.stderr[-3000:]
+        assert "topic brew.orders.v1 does not exist; create the topics with `brewstream topics create`" in \
+            ran.stderr.strip().splitlines()[-1], ran.stderr[-3000:]
+        listed = conn.admin().list_topics(timeout=30).topics  # a listing of all topics creates none
+        assert not [t for t in listed if t.startswith("brew.")], sorted(listed)
+    finally:
+        down(box)
+
+
 def test_the_state_dir_deleted_under_a_running_daemon_is_said_and_restored(pipe: Pipeline, tmp_path: Path) -> None:
     """rm -rf of the state dir while the daemon counts: it says so in one line, is not ready
     while it restores the store from the changelog, the way it does at start, and counts on,
