@@ -51,6 +51,25 @@ COMMIT_WAIT_S = 30.0
 QUEUE_KBYTES = 64 * 1024
 
 
+# What a partition leader or transaction coordinator answers for a transaction the cluster
+# itself ended or lost while a broker was paused, killed or failing over (a produce that
+# reached a leader after the coordinator moved, say): not this writer's doing nor the
+# batch's, so the batch is done again from the start once Kafka serves, like any refusal of
+# a healing cluster. Seen under a coordinator SIGSTOPped for 40 s: the daemon exited on it.
+_ENDED_BY_THE_CLUSTER = frozenset({KafkaError.INVALID_TXN_STATE})
+
+
+def cluster_trouble_in(err: KafkaError, failures: Sequence[KafkaError]) -> bool:
+    """Pure: whether a changelog transaction that failed with ``err`` (its records' own
+    failures in ``failures``) failed on the cluster's trouble, which waiting out mends
+    (``KafkaUnavailable``): a transient error, or one the cluster ends transactions with,
+    of the call itself or of every record when the transaction must be aborted. A fenced
+    writer is told apart before this; anything else is the batch's or the writer's own."""
+    def theirs(e: KafkaError) -> bool:
+        return is_transient(e) or (not e.fatal() and e.code() in _ENDED_BY_THE_CLUSTER)
+    return theirs(err) or (bool(err.txn_requires_abort()) and all(theirs(f) for f in failures))
+
+
 def transactional_id(changelog_topic: str) -> str:
     """The fencing identity: one per changelog, whatever the state dir, host or instance."""
     return f"brewstream:{changelog_topic}"
@@ -140,7 +159,7 @@ class ChangelogWriter:
             if err.txn_requires_abort():
                 self._abort()
             text = f"the changelog transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
-            if is_transient(err) or (err.txn_requires_abort() and all(is_transient(f) for f in failures)):
+            if cluster_trouble_in(err, failures):
                 # The cluster refused or lost the batch while it heals; whether or not it
                 # committed, the next start (or the daemon's own, once Kafka serves again)
                 # finds out from the changelog and repeats nothing twice.

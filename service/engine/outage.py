@@ -21,14 +21,17 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 
 from topics.auth import from_java
 from topics.errors import KafkaUnavailable
-from topics.kafka import KafkaConnection, serving_problem, unavailable
+from topics.kafka import KafkaConnection, serving_problem, unavailable, watermarks
+
+if TYPE_CHECKING:
+    from restorer.store import Store
 
 log = logging.getLogger("brewstream")
 T = TypeVar("T")
@@ -97,36 +100,94 @@ def through_outages(step: Callable[[], T], stop: threading.Event,
     return False, None
 
 
-# While the query runs, the active asks whether Kafka serves it once no batch has
-# committed for QUIET_S (``ServingWatch``), every WATCH_EVERY_S.
-QUIET_S = 5.0
-WATCH_EVERY_S = 2.0
+# The readiness rule of an active instance whose query runs, stated here once: it is
+# ready while its batches make progress, and not ready once input has waited STALL_S with
+# no batch committed (``stalled_for``): a batch in flight that long, or records past the
+# store's offsets that no batch took, or end offsets of the input that cannot be read.
+# An idle instance (nothing waits) stays ready. The watch asks every WATCH_EVERY_S, and
+# asks Kafka only once no batch has committed for STALL_S: /readyz says 503 within
+# STALL_S + WATCH_EVERY_S + BACKLOG_ASK_S of the last commit while input waits.
+STALL_S = 5.0
+WATCH_EVERY_S = 1.0
+# One question for the input's end offsets: a leader that answers does so in milliseconds.
+BACKLOG_ASK_S = 2.0
 BEGIN, END = "begin", "end"
 
 
-def watch_decision(waiting: bool, committed_lately: bool, problem: str | None) -> str | None:
-    """Pure: what an active instance whose query runs does about Kafka now. BEGIN: an
-    episode starts (say so once, not ready); END: it is over (a batch committed, or the
-    cluster serves again); None: as it was. ``problem`` is ``serving_problem``'s answer,
-    asked only when no batch committed lately."""
-    if committed_lately or problem is None:
-        return END if waiting else None
-    return None if waiting else BEGIN
+def stalled_for(now: float, committed_at: float, idle_at: float, waiting: bool) -> float:
+    """Pure: how long input has waited with no batch committed: since the later of the last
+    commit and the last time nothing waited; 0 when nothing waits now. Times are monotonic."""
+    return max(0.0, now - max(committed_at, idle_at)) if waiting else 0.0
+
+
+def watch_decision(in_episode: bool, stalled_s: float) -> str | None:
+    """Pure: what an active instance whose query runs does now. BEGIN: input has waited
+    STALL_S with no batch committed, an episode starts (said once, not ready); END: a batch
+    committed, or nothing waits any more; None: as it was."""
+    if stalled_s >= STALL_S:
+        return None if in_episode else BEGIN
+    return END if in_episode else None
+
+
+def backlog_text(topic: str, stored: Mapping[int, int], ends: Mapping[int, int]) -> str | None:
+    """Pure: what waits for the query in ``topic`` (records past the store's next offsets,
+    ``stored``, up to the end offsets ``ends``), or None when nothing does."""
+    behind = {p: e - stored.get(p, 0) for p, e in sorted(ends.items()) if e > stored.get(p, 0)}
+    if not behind:
+        return None
+    parts = ", ".join(f"{p}: {n}" for p, n in behind.items())
+    return f"{sum(behind.values())} records of {topic} wait (per partition {parts})"
+
+
+class Backlog(Protocol):
+    def __call__(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class InputBacklog:
+    """What waits for the query in its input (``backlog_text``), asked of Kafka with one
+    read_committed client kept for the watch's life; or why that cannot be told."""
+
+    def __init__(self, conn: KafkaConnection, store: Store, topic: str, partitions: Sequence[int]) -> None:
+        self.conn, self.store, self.topic, self.partitions = conn, store, topic, list(partitions)
+        self._consumer: Consumer | None = None
+
+    def __call__(self) -> str | None:
+        if self._consumer is None:
+            self._consumer = self.conn.consumer({"isolation.level": "read_committed"})
+        deadline = time.monotonic() + BACKLOG_ASK_S  # one bound for the whole question
+        ends: dict[int, int] = {}
+        for p in self.partitions:
+            try:
+                ends[p] = watermarks(self._consumer, self.topic, p, max(0.05, deadline - time.monotonic()))[1]
+            except KafkaException as exc:
+                return (f"the end offset of {self.topic} partition {p} cannot be read "
+                        f"({exc.args[0].str() if exc.args else exc})")
+        return backlog_text(self.topic, self.store.next_offsets(self.topic), ends)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 class ServingWatch:
-    """While the query runs, say when Kafka cannot serve it, instead of waiting for Spark's
-    source to fail the query (its client timeouts and retries: up to a minute): one line
-    when an episode starts (``Outage``), /readyz not ready with the reason meanwhile, and
-    ready again with the next committed batch. Nothing else changes: the query goes on,
-    and picks up by itself once the cluster heals."""
+    """While the query runs, keep the readiness rule above: one line when an episode starts
+    (through ``on_begin``: ``Outage``, /readyz not ready with the reason), and ready again
+    with the next committed batch or once nothing waits (``on_end``). Progress decides, not
+    the cluster's metadata: a paused broker goes on being named leader and coordinator until
+    its session times out, and once it has, the query's clients may still wait on it.
+    Nothing else changes: the query goes on, and picks up by itself once the cluster heals.
+    ``problem`` (``serving_problem``) only names the cause, once an episode began."""
 
-    def __init__(self, committed: Callable[[], int], problem: Callable[[], str | None],
+    def __init__(self, committed: Callable[[], int], backlog: Backlog, problem: Callable[[], str | None],
                  on_begin: Callable[[str], None], on_end: Callable[[], None]) -> None:
-        self.committed, self.problem, self.on_begin, self.on_end = committed, problem, on_begin, on_end
-        self.waiting = False
+        self.committed, self.backlog, self.problem = committed, backlog, problem
+        self.on_begin, self.on_end = on_begin, on_end
+        self.waiting = False  # an episode is under way
         self._seq = committed()
-        self._at = time.monotonic()
+        self._committed_at = self._idle_at = time.monotonic()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -143,28 +204,42 @@ class ServingWatch:
             self._stop.set()
 
     def check(self) -> None:
+        now = time.monotonic()
         seq = self.committed()
         if seq != self._seq:
-            self._seq, self._at = seq, time.monotonic()
-        lately = time.monotonic() - self._at < QUIET_S
-        problem = None if lately else self.problem()
+            self._seq, self._committed_at = seq, now
+        waiting: str | None = None
+        if now - self._committed_at >= STALL_S:  # Kafka is asked only then
+            waiting = self.backlog()
+            now = time.monotonic()  # the question takes up to BACKLOG_ASK_S
+            if waiting is None:
+                self._idle_at = now
+        stalled = stalled_for(now, self._committed_at, self._idle_at, waiting is not None)
         with self._lock:
             if self._stop.is_set():
                 return
-            decision = watch_decision(self.waiting, lately, problem)
-            if decision == BEGIN and problem is not None:
+            decision = watch_decision(self.waiting, stalled)
+            if decision == BEGIN:
                 self.waiting = True
-                self.on_begin(problem)
+                self.on_begin(f"no batch committed for {stalled:.0f}s while {waiting}")
             elif decision == END:
                 self.waiting = False
                 self.on_end()
+        if decision == BEGIN:
+            cause = self.problem()  # may take a few timeouts: asked after /readyz says so
+            with self._lock:
+                if cause is not None and self.waiting and not self._stop.is_set():
+                    self.on_begin(f"{cause}; no batch committed for {stalled:.0f}s")
 
     def _loop(self) -> None:
-        while not self._stop.wait(WATCH_EVERY_S):
-            try:
-                self.check()
-            except Exception as exc:  # a watch must never take the daemon down
-                log.debug("the Kafka watch failed: %s", exc)
+        try:
+            while not self._stop.wait(WATCH_EVERY_S):
+                try:
+                    self.check()
+                except Exception as exc:  # a watch must never take the daemon down
+                    log.debug("the Kafka watch failed: %s", exc)
+        finally:
+            self.backlog.close()
 
 
 class Outage:

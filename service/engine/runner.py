@@ -37,7 +37,7 @@ from restorer.store import StateDir, Store, StoreGone
 from service.engine.checkpoint_dir import CheckpointDir, drop_checkpoint
 from service.engine.contract import Pipeline, RunConfig
 from service.engine.input_guard import check_input, pin_latest
-from service.engine.outage import Outage, ServingWatch, through_outages, trouble
+from service.engine.outage import InputBacklog, Outage, ServingWatch, through_outages, trouble
 from service.engine.query import Rewarm, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
@@ -382,7 +382,8 @@ class Daemon:
                 took_over = None  # said once: a query started again (after Kafka's trouble) took nothing over
                 for old in watches:
                     old.stop()
-                watches[:] = [ServingWatch(lambda: sink.seq, lambda: serving_problem(cfg.conn, self.topics()),
+                backlog = InputBacklog(cfg.conn, store, p.input_topic, self.input_partitions)
+                watches[:] = [ServingWatch(lambda: sink.seq, backlog, lambda: serving_problem(cfg.conn, self.topics()),
                                            self._kafka_cannot_serve, serving)]
                 watches[0].start()
 

@@ -15,11 +15,13 @@ from service.engine import outage
 from service.engine.outage import (
     BEGIN,
     END,
-    QUIET_S,
+    STALL_S,
     Outage,
     ServingWatch,
+    backlog_text,
     query_failed_on_kafka,
     refusal_causes,
+    stalled_for,
     through_outages,
     trouble,
     watch_decision,
@@ -147,41 +149,108 @@ def test_other_failures_are_raised_at_once() -> None:
         through_outages(step, threading.Event(), lambda _r: True)
 
 
-@pytest.mark.parametrize(("waiting", "lately", "problem", "expected"), [
-    (False, True, None, None),  # counting: nothing to say
-    (False, False, None, None),  # idle, and the cluster serves
-    (False, False, "partition 1 has no leader", BEGIN),
-    (True, False, "partition 1 has no leader", None),  # said once per episode
-    (True, False, None, END),  # the cluster serves again
-    (True, True, None, END),  # a batch committed
+@pytest.mark.parametrize(("in_episode", "stalled_s", "expected"), [
+    (False, 0.0, None),  # counting, or idle: nothing to say
+    (False, STALL_S - 0.1, None),  # a batch in flight, not long yet
+    (False, STALL_S, BEGIN),
+    (True, STALL_S + 30, None),  # said once per episode
+    (True, 0.0, END),  # a batch committed, or nothing waits any more
 ])
-def test_what_an_active_instance_says_about_kafka(waiting: bool, lately: bool, problem: str | None,
-                                                  expected: str | None) -> None:
-    assert watch_decision(waiting, lately, problem) == expected
+def test_what_an_active_instance_says_about_its_progress(in_episode: bool, stalled_s: float,
+                                                        expected: str | None) -> None:
+    assert watch_decision(in_episode, stalled_s) == expected
 
 
-def test_the_watch_asks_kafka_only_when_no_batch_committed_lately(monkeypatch: pytest.MonkeyPatch) -> None:
+@given(st.floats(0, 1e6), st.floats(0, 1e6), st.floats(0, 1e6), st.booleans())
+def test_the_stall_counts_from_the_last_commit_or_the_last_time_nothing_waited(
+        now: float, committed_at: float, idle_at: float, waiting: bool) -> None:
+    stalled = stalled_for(now, committed_at, idle_at, waiting)
+    assert stalled >= 0
+    if not waiting:
+        assert stalled == 0
+    elif now >= max(committed_at, idle_at):
+        assert stalled == now - max(committed_at, idle_at)
+
+
+@given(st.dictionaries(st.integers(0, 5), st.integers(0, 10**9)), st.dictionaries(st.integers(0, 5),
+                                                                                  st.integers(0, 10**9)))
+def test_what_waits_is_every_record_past_the_store_s_offsets(stored: dict[int, int], ends: dict[int, int]) -> None:
+    text = backlog_text("orders", stored, ends)
+    behind = sum(max(0, e - stored.get(p, 0)) for p, e in ends.items())
+    assert (text is None) == (behind == 0)
+    if text is not None:
+        assert text.startswith(f"{behind} records of orders wait")
+
+
+class Backlog:
+    """What waits for the query, as the test sets it; counts the questions."""
+
+    def __init__(self) -> None:
+        self.waiting: str | None = None
+        self.asked = 0
+        self.closed = False
+
+    def __call__(self) -> str | None:
+        self.asked += 1
+        return self.waiting
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_readiness_follows_progress_not_the_cluster_s_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paused broker goes on being named leader and coordinator, and once its session timed
+    out the query's clients may still wait on it: the episode ended after 3 s on the
+    metadata's word while no batch committed for half a minute more."""
     now = [100.0]
     monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
-    seq, asked, said = [5], [], []
-    problem: list[str | None] = [None]
-
-    def ask() -> str | None:
-        asked.append(now[0])
-        return problem[0]
-
-    watch = ServingWatch(lambda: seq[0], ask, lambda reason: said.append(reason), lambda: said.append("served"))
+    seq, said = [5], []
+    backlog = Backlog()
+    watch = ServingWatch(lambda: seq[0], backlog, lambda: None, said.append, lambda: said.append("served"))
     now[0] += 2
     watch.check()
-    assert asked == [] and said == []
-    now[0] += QUIET_S
-    problem[0] = "partition 0 has 1 in-sync replica, fewer than its min.insync.replicas=2"
+    assert backlog.asked == 0 and said == []  # a commit lately: Kafka is not asked
+    now[0] += STALL_S
     watch.check()
+    assert backlog.asked == 1 and said == []  # idle: nothing waits, ready
+    backlog.waiting = "12 records of orders wait"
+    now[0] += STALL_S - 1
     watch.check()
-    assert said == [problem[0]] and watch.waiting
-    seq[0] = 6  # a batch committed: over, without asking
+    assert said == []  # waiting, but not that long since it was seen idle
+    now[0] += 1
     watch.check()
-    assert said == [problem[0], "served"] and not watch.waiting and len(asked) == 2
+    assert said == [f"no batch committed for {STALL_S:.0f}s while 12 records of orders wait"] and watch.waiting
+    for _ in range(30):  # the cluster's metadata says nothing here: only a commit ends it
+        now[0] += 1
+        watch.check()
+    assert len(said) == 1 and watch.waiting
+    seq[0] = 6
+    now[0] += 1
+    watch.check()
+    assert said[-1] == "served" and not watch.waiting
+
+
+def test_a_stall_is_said_at_once_then_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
+    said: list[str] = []
+    backlog = Backlog()
+    backlog.waiting = "the end offsets of orders cannot be read (Local: Timed out)"
+    cause = "orders partition 1: its leader, node 3, cannot serve it"
+    watch = ServingWatch(lambda: 5, backlog, lambda: cause, said.append, lambda: said.append("served"))
+    now[0] += STALL_S
+    watch.check()
+    assert said == [f"no batch committed for {STALL_S:.0f}s while {backlog.waiting}",
+                    f"{cause}; no batch committed for {STALL_S:.0f}s"]
+    backlog.waiting = None  # the input is idle after all
+    now[0] += 1
+    watch.check()
+    assert said[-1] == "served"
+    watch.stop()
+    watch.start()  # stopped before its first turn: it only closes its client
+    assert watch._thread is not None
+    watch._thread.join(5)
+    assert backlog.closed
 
 
 REFUSED = [
