@@ -61,8 +61,9 @@ TXN_TIMEOUT_S = 10.0
 SEND_WAIT_S = 1.0
 # Reading back the highest committed seq at registration: the offsets read first (a
 # committed snapshot takes two: its record and its commit marker), then more, then all.
+# Short for the same reason as SEND_WAIT_S; a read that fails is asked again next flush.
 TAIL_BACKS: tuple[int | None, ...] = (16, 1024, None)
-TAIL_READ_S = 5.0
+TAIL_READ_S = 2.0
 # A principal the cluster refuses the board's id to is asked again this often: ACLs get fixed.
 REFUSED_RETRY_S = 60.0
 
