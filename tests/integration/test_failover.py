@@ -194,8 +194,11 @@ def test_a_woken_zombie_never_costs_the_new_active_its_role(pipe: Pipeline, tmp_
                 inst.signal(signal.SIGCONT)
                 inst.kill()
     assert_exact(pipe, active, feed, tmp_path)
-    processed = [json.loads(m.value())["processed_orders"] for m in read_topic(pipe.conn, pipe.topics.counts)]
+    snapshots = [json.loads(m.value()) for m in read_topic(pipe.conn, pipe.topics.counts)]
+    processed = [s["processed_orders"] for s in snapshots]
     assert processed == sorted(processed), "a snapshot carried an older count after a newer one"
+    seqs = [s["seq"] for s in snapshots]
+    assert seqs == sorted(set(seqs)), "a snapshot's seq went back across a takeover"
 
 
 def _freeze_take_over_and_wake(active: Instance, other: Instance, rng: random.Random, cycle: int,
