@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from restorer.reader import retention_line
 from restorer.store import Store
+from service.instance.health import ACTIVE, FENCED, STANDBY, STOPPED
 from service.ops.metrics import Metrics
 from service.ops.status import HELD_BACK_AFTER_S, held_back
 from topics.clock import utc_iso
@@ -40,7 +41,8 @@ from topics.retention import deletes_records
 
 log = logging.getLogger("brewstream")
 
-# How often the input's offsets are asked (two requests for all partitions).
+# How often the input's offsets are asked while active (three list_offsets for all partitions: first
+# offsets, LSOs, ends).
 WATCH_EVERY_S = 2.0
 # How often the changelog's settings are asked (one describe_configs): a change is seen
 # within this, long before the retention it turned on deletes anything (hours, days).
@@ -125,10 +127,10 @@ class StallWatch:
     timeouts): nothing is said or set after it."""
 
     def __init__(self, conn: KafkaConnection, metrics: Metrics, input_topic: str, partitions: Iterable[int],
-                 changelog: str, store: Callable[[], Store | None], counting: Callable[[], bool]) -> None:
+                 changelog: str, store: Callable[[], Store | None], phase: Callable[[], str]) -> None:
         self.conn, self.metrics, self.topic, self.changelog = conn, metrics, input_topic, changelog
         self.partitions = sorted(partitions)
-        self.store, self.counting = store, counting
+        self.store, self.phase = store, phase
         self.held = HeldBack()
         self.risk: object = _UNKNOWN  # the changelog's last known deletion risk: str, None, or unknown
         self._admin: AdminClient | None = None
@@ -159,12 +161,18 @@ class StallWatch:
             self.check_changelog()
 
     def check_input(self) -> None:
+        """While the instance counts (active), the input's held-back partitions; while it
+        counts no more (standby, fenced, stopped), none, its episodes forgotten (the role's
+        change is said where it happens); in between (starting or restoring, while Kafka
+        heals or the query starts again), nothing changes."""
         m, pipeline = self.metrics, self.metrics.pipeline
-        store = self.store()
-        if store is None or not self.counting():
-            for episode in self.held.forget():  # not counting: nothing of this instance stands still
+        phase, store = self.phase(), self.store()
+        if phase in (STANDBY, FENCED, STOPPED):
+            for episode in self.held.forget():
                 m.held_back.labels(pipeline, str(episode.partition)).set(0)
                 m.held_back_seconds.labels(pipeline, str(episode.partition)).set(0)
+            return
+        if phase != ACTIVE or store is None:
             return
         offsets = self._offsets()
         if offsets is None:
