@@ -47,8 +47,13 @@ def utc_iso(when: datetime | float, millis: bool = False) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+def iso_ns(ns: int) -> str:
+    """An event time in unix nanoseconds as ``2026-11-22T10:00:05.123Z``."""
+    return utc_iso(ns / 1e9, millis=True)
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
 def parse_duration(text: str) -> float:
@@ -64,7 +69,7 @@ def parse_duration(text: str) -> float:
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if pos != len(text) or pos == 0:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 1s, 5m, 1m30s)")
+        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 1s, 5m, 1m30s, 1d)")
     return total
 
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
+from service.records.orders import BadOrder, count_drinks, count_plain
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -83,7 +83,7 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
         track_highest(batch, highest)
         values = batch.column("value").to_pylist()
         # The clean majority on a shorter path that counts only what count_drinks
-        # counts, and the same (tests/unit/service/drink_count/test_orders.py checks both on any bytes);
+        # counts, and the same (tests/unit/service/records/test_orders.py checks both on any bytes);
         # the rest, marked rows among them (their value did not travel), below.
         counted, rest = count_plain(values, max_name_bytes, totals)
         good += counted

@@ -23,9 +23,10 @@ import orjson
 import pyarrow as pa
 
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
+from service.records.event_time import DEFAULT_MAX_AHEAD_NS
 from service.records.limits import MAX_NAME_BYTES
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
-from service.windows.events import DEFAULT_MAX_AHEAD_NS, BadEvent, parse_event
+from service.windows.events import BadEvent, parse_event
 from service.windows.watermark import closed, passed
 from topics.event_time import EVENT_TIME
 

@@ -36,8 +36,9 @@ from restorer.changelog import ChangelogWriter
 from restorer.codec import Entry, encode_i64, meta_key
 from restorer.commit import commit_batch
 from restorer.store import Store
+from service.records.event_time import MAX_EVENT_NS, span_text
 from service.windows.assign import SESSION, WindowSpec, assign
-from service.windows.events import MAX_EVENT_NS, BadEvent, parse_event, span_text
+from service.windows.events import BadEvent, parse_event
 from service.windows.output import iso, window_id
 from service.windows.state import (
     BY_EVENT,

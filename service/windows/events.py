@@ -32,17 +32,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from service.records.event_time import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS, BadTime, event_time_ns
 from service.records.json_reasons import LongInt, exact_reason, refused_reason, show
 from service.records.limits import MAX_NAME_BYTES, name_fault
-from topics.event_time import decode_event_time as header_time
 
-MAX_EVENT_NS = 4_102_444_800 * 10**9  # 2100-01-01T00:00:00Z in unix nanoseconds
 MAX_AMOUNT = 1_000_000  # per event, either sign; in cents it stays far inside 64 bits
-# How far an event time may run ahead of its record's Kafka timestamp (--max-event-time-ahead).
-# Like the default --watermark-delay: an event accepted this far ahead moves the watermark no
-# further than an event stamped with the record's own timestamp would.
-DEFAULT_MAX_AHEAD_NS = 60 * 10**9
-MAX_AHEAD_LIMIT_NS = 10 * 366 * 24 * 3600 * 10**9  # ten years, like every other span
 _BYTES_LIKE = (bytes, bytearray, memoryview)  # a tuple: isinstance() is slower with a union
 
 
@@ -57,52 +51,6 @@ class Event:
     amount_cents: int
     event_ns: int
     has_header: bool
-
-
-def decode_event_time(raw: bytes | None) -> int:
-    """The header's unix nanoseconds (its format only: ``parse_event`` checks the range)."""
-    try:
-        return header_time(raw)
-    except ValueError as exc:
-        raise BadEvent(str(exc)) from None
-
-
-def ahead_fault(event_ns: object, kafka_ts_ns: object, max_ahead_ns: int) -> str | None:
-    """Why an event time cannot be trusted next to its record's Kafka timestamp, or None.
-
-    Total over any event time and any Kafka timestamp (an int in any range, None or
-    anything else): the timestamp must be an integer in 0..``MAX_EVENT_NS`` (there is no
-    bound without one), and the event time an integer at most ``max_ahead_ns`` after it.
-    """
-    if type(event_ns) is not int:
-        return "event time is not an integer"
-    if type(kafka_ts_ns) is not int:
-        return "Kafka timestamp is not an integer"
-    if not 0 <= kafka_ts_ns <= MAX_EVENT_NS:
-        return f"Kafka timestamp {show(kafka_ts_ns)} ns out of range 0..{MAX_EVENT_NS}"
-    ahead = event_ns - kafka_ts_ns
-    if ahead > max_ahead_ns:
-        return (f"event time {span_text(ahead)} ahead of the record's Kafka timestamp, "
-                f"over the {span_text(max_ahead_ns)} limit")
-    return None
-
-
-def span_text(ns: int) -> str:
-    """A span for a one-line reason: ``5ns``, ``90ms``, ``1.5s``, ``59m``, ``1h0m``, ``365d0h``."""
-    ms, s = ns // 10**6, ns // 10**9
-    if s >= 10**11:
-        return "over 3000 years"
-    if ns < 10**6:
-        return f"{ns}ns"
-    if ns < 10**9:
-        return f"{ms}ms"
-    if s < 60:
-        return f"{ms / 1000:g}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
-    if s < 86_400:
-        return f"{s // 3600}h{s % 3600 // 60}m"
-    return f"{s // 86_400}d{s % 86_400 // 3600}h"
 
 
 def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int, *,
@@ -126,19 +74,11 @@ def parse_event(value: bytes | None, event_time: bytes | None, kafka_ts_ns: int,
         # orjson reads integers beyond 64 bits as floats; the stdlib parser keeps them
         # exact, so the reason names the real fault. Only rejected events pay for this.
         raise BadEvent(exact_reason(value, lambda doc: _judge(doc, max_name_bytes), BadEvent) or str(exc)) from None
-    if event_time is None:
-        if type(kafka_ts_ns) is not int:
-            raise BadEvent("Kafka timestamp is not an integer")
-        if not 0 <= kafka_ts_ns <= MAX_EVENT_NS:
-            raise BadEvent(f"Kafka timestamp {show(kafka_ts_ns)} ns out of range 0..{MAX_EVENT_NS}")
-        return Event(shop, drink, cents, kafka_ts_ns, False)
-    ns = decode_event_time(event_time)
-    if ns > MAX_EVENT_NS:
-        raise BadEvent(f"event time {show(ns)} ns out of range 0..{MAX_EVENT_NS}")
-    fault = ahead_fault(ns, kafka_ts_ns, max_ahead_ns)
-    if fault is not None:
-        raise BadEvent(fault)
-    return Event(shop, drink, cents, ns, True)
+    try:
+        ns, has_header = event_time_ns(event_time, kafka_ts_ns, max_ahead_ns)
+    except BadTime as exc:
+        raise BadEvent(str(exc)) from None
+    return Event(shop, drink, cents, ns, has_header)
 
 
 def _judge(doc: object, max_name_bytes: int) -> tuple[str, str, int]:

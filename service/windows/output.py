@@ -11,13 +11,9 @@ from restorer.changelog import OutputRecord
 from service.windows.aggregate import RawRecord
 from service.windows.state import WindowAgg
 from service.windows.step import WindowResult
-from topics.clock import utc_iso
+from topics.clock import iso_ns as iso
 from topics.kafka import KafkaConnection
 from topics.records import fit_record, read_at
-
-
-def iso(ns: int) -> str:
-    return utc_iso(ns / 1e9, millis=True)
 
 
 def window_id(w: WindowAgg) -> str:

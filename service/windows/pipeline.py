@@ -13,10 +13,10 @@ from service.engine.contract import Pipeline, RunConfig
 from service.engine.runner import run_pipeline
 from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
+from service.records.event_time import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.aggregate import aggregate_events
 from service.windows.assign import MAX_SPAN_NS, WindowSpec
 from service.windows.clock_guard import guard_clocks
-from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.http import routes
 from service.windows.output import iso
 from service.windows.sink import WindowsReport, WindowsSink, check_shape

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from restorer.codec import Entry, encode_i64, encode_u64, meta_key, offset_key
+from service.records.event_time import DEFAULT_MAX_AHEAD_NS
 from service.windows.aggregate import RawRecord, WindowBatch
 from service.windows.assign import SESSION, Session, WindowSpec, merge_sessions
-from service.windows.events import DEFAULT_MAX_AHEAD_NS
 from service.windows.state import (
     BAD,
     BY_EVENT,

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.drink_count.aggregate import Carry, aggregate_batch, order_gate
-from service.drink_count.orders import BadOrder, count_drinks
 from service.records.limits import MAX_NAME_BYTES
+from service.records.orders import BadOrder, count_drinks
 from tests.support.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 from tests.support.orders import (
     JSON_PREFIXES,

@@ -15,8 +15,8 @@ from confluent_kafka import Producer
 from restorer.restore import restore_store
 from restorer.store import Store
 from service.engine.contract import RunConfig
+from service.records.event_time import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.assign import WindowSpec
-from service.windows.events import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
 from service.windows.pipeline import TableConfig, run
 from service.windows.state import check_value, decode_windows_state
 from service.windows.step import WindowsConfig

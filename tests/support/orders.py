@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from service.drink_count.aggregate import merge_partials, partial_counts
-from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.records.limits import MAX_NAME_BYTES
+from service.records.orders import BadOrder, count_drinks, count_plain
 
 
 def assert_short_reason(reason: str) -> None:

@@ -8,6 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.records.event_time import MAX_AHEAD_LIMIT_NS
 from service.windows.assign import WindowSpec, assign
 from service.windows.clock_guard import (
     PartitionScan,
@@ -17,7 +18,6 @@ from service.windows.clock_guard import (
     seal_after,
     watermark_poisoned,
 )
-from service.windows.events import MAX_AHEAD_LIMIT_NS
 from service.windows.step import FINAL, WindowsConfig
 from service.windows.watermark import PartitionClock, closed
 from tests.support.windows_step import MIN, Pipeline, at

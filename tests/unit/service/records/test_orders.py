@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.drink_count.orders import BadOrder, count_drinks, count_plain
 from service.records.limits import MAX_NAME_BYTES
+from service.records.orders import BadOrder, count_drinks, count_plain
 from tests.support.corpus import BAD_ORDERS, GOOD_EDGE_ORDERS
 from tests.support.orders import (
     JSON_PREFIXES,

@@ -110,7 +110,7 @@ def count_plain(values: Sequence[object], max_name_bytes: int, totals: dict[str,
     repeated key. It takes a subset of what ``count_drinks`` takes: no key beyond the
     order's own (an unknown field is skipped unparsed, where orjson would refuse a number
     beyond a double or a lone surrogate in it) and no ``\\u`` escape (the only way to
-    spell a lone surrogate in valid UTF-8). tests/unit/service/drink_count/test_orders.py checks on any bytes
+    spell a lone surrogate in valid UTF-8). tests/unit/service/records/test_orders.py checks on any bytes
     that it never counts what ``count_drinks`` or an independent oracle refuses, and that
     it counts the same. One loop over the task's values: a call per order would cost a
     sixth of the time it saves."""
