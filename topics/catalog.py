@@ -14,6 +14,9 @@ WINDOWS = "brew.order-windows"
 WINDOWS_CHANGELOG = "brew.order-windows-changelog"
 INSTANCES = "brew.instances"
 DLQ_REPLAYS = "brew.orders.dlq-replays"
+MENU = "brew.menu.v1"
+REVENUE_CHANGELOG = "brew.revenue-changelog"
+REVENUE_DLQ = "brew.revenue.dlq"
 
 # Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
 # roll every minute and any dirt makes a segment cleanable. Production clusters want
@@ -28,6 +31,12 @@ COMPACTED = {
 # Leases: who writes each changelog. The broker stamps every announcement, so instances on
 # different machines judge their age by one clock.
 LEASES = {**COMPACTED, "message.timestamp.type": "LogAppendTime"}
+
+# The menu is a versioned table: every price of a drink within the revenue pipeline's
+# history retention is a version an order may still need, but compaction keeps only a
+# key's latest record. A week before a record may be compacted away gives the pipeline
+# (and a restore from scratch) time to read every version first.
+MENU_VERSIONS = {**COMPACTED, "min.compaction.lag.ms": str(7 * 24 * 3600 * 1000)}
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,9 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(INSTANCES, "which instance writes each changelog (leases)", LEASES, partitions=1),
     # `brewstream dlq replay`'s ledger: one record per DLQ record sent back, keyed by its source.
     TopicSpec(DLQ_REPLAYS, "DLQ records replayed (the replay ledger)", COMPACTED, partitions=1),
+    TopicSpec(MENU, "menu: a drink's price from its event time on", MENU_VERSIONS),
+    TopicSpec(REVENUE_CHANGELOG, "revenue state changelog", COMPACTED),
+    TopicSpec(REVENUE_DLQ, "orders the revenue pipeline cannot price"),
 )
 
 
@@ -99,6 +111,18 @@ class Topics:
     @property
     def dlq_replays(self) -> str:
         return self.prefix + DLQ_REPLAYS
+
+    @property
+    def menu(self) -> str:
+        return self.prefix + MENU
+
+    @property
+    def revenue_changelog(self) -> str:
+        return self.prefix + REVENUE_CHANGELOG
+
+    @property
+    def revenue_dlq(self) -> str:
+        return self.prefix + REVENUE_DLQ
 
     def spec(self, name: str) -> TopicSpec:
         """The spec of one of these topics, by its full name."""

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from topics.catalog import ORDERS
 from topics.dlq_lines import SOURCE_HEADER, BadExportLine, ExportLine, decode_line
 from topics.errors import BrewError
+from topics.event_time import EVENT_TIME, encode_event_time
 from topics.kafka import KafkaConnection, failed, partitions_of
 from topics.orders_gen import OrderGenerator
 from topics.records import call_until, close_transactional, is_fatal, produce_waiting
@@ -31,9 +32,36 @@ class FeedResult:
     first_error: str = ""
 
 
-def generated_records(seed: int | None = None) -> Iterable[Record]:
-    for order in OrderGenerator(seed):
-        yield order["shop_id"].encode(), orjson.dumps(order)
+def generated_records(seed: int | None = None, event_times: Iterable[int] | None = None) -> Iterable[Record]:
+    """Random orders keyed by shop; with ``event_times``, each stamped with the next of them
+    in an ``event-time`` header (without, no header: the order's time is its Kafka timestamp)."""
+    orders = OrderGenerator(seed)
+    if event_times is None:
+        for order in orders:
+            yield order["shop_id"].encode(), orjson.dumps(order)
+        return
+    for ns, order in zip(event_times, orders, strict=False):  # the orders never run out
+        yield order["shop_id"].encode(), orjson.dumps(order), [(EVENT_TIME, encode_event_time(ns))]
+
+
+def order_event_times(first_ns: int, step_ns: int | None = None,
+                      clock_ns: Callable[[], int] = time.monotonic_ns) -> Iterator[int]:
+    """Event times from ``first_ns`` on, each above the one before: ``step_ns`` apart, or
+    without a step, ``first_ns`` plus the time since the first was taken (orders placed that
+    long ago, at the pace they are sent; a monotonic clock, so a clock set back changes nothing)."""
+    if step_ns is not None and step_ns <= 0:
+        raise ValueError("the event-time step must be above 0")
+    if step_ns is not None:
+        return itertools.count(first_ns, step_ns)
+    return _paced_times(first_ns, clock_ns)
+
+
+def _paced_times(first_ns: int, clock_ns: Callable[[], int]) -> Iterator[int]:
+    began = clock_ns()
+    last = first_ns - 1
+    while True:
+        last = max(last + 1, first_ns + clock_ns() - began)  # +1: a coarse clock still rises
+        yield last
 
 
 def file_records(path: Path) -> Iterable[Record]:

@@ -30,10 +30,11 @@ from service.engine.defaults import (
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
 from service.instance.signals import Terminated, stop_on_signals, terminate_by_exception
 from service.records.limits import MAX_NAME_BYTES
-from topics.clock import format_duration
+from topics.clock import format_duration, utc_iso
 from topics.errors import BrewError, disk_problem, one_line
 from topics.kafka import KafkaConnection, require_broker, show_client_logs
 from topics.kafka_config import redact
+from topics.orders_gen import MENU as MENU_DRINKS
 
 
 @click.group(context_settings=CONTEXT)
@@ -115,7 +116,25 @@ def topics_describe(conn: KafkaConnection, topic_prefix: str) -> None:
                    + (f"  {configs}" if configs else ""))
 
 
-# ---------------------------------------------------------------- seed-orders
+# ---------------------------------------------------------------- seed-orders, seed-menu
+
+class Since(click.ParamType):
+    """A moment, as unix ms: a duration back from now (30m, 2h) or an ISO 8601 time with its zone."""
+
+    name = "when"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        import time
+
+        from service.dlq.read import parse_since
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_since(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
 
 @cli.command("seed-orders", context_settings=CONTEXT)
 @kafka_options
@@ -129,22 +148,125 @@ def topics_describe(conn: KafkaConnection, topic_prefix: str) -> None:
 @click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Produce this JSON-lines file verbatim, one record a line.")
 @click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
+@click.option("--past", type=DURATION, default=None,
+              help="Stamp each order with an event-time header, the first this long before now and each "
+                   "later one higher (for a join at past times, e.g. with seed-menu --start).  "
+                   "[default: no header; an order's time is its Kafka timestamp]")
+@click.option("--event-time-step", type=DURATION, default=None,
+              help="With --past: event time between one order and the next.  [default: the time between "
+                   "their sends, so the orders keep the --past lag]")
 def seed_orders(conn: KafkaConnection, topic_prefix: str, count: int | None, rate: float, burst: int,
-                file_: Path | None, seed: int | None) -> int:
+                file_: Path | None, seed: int | None, past: float | None, event_time_step: float | None) -> int:
     """Produce Brew orders to brew.orders.v1 (keyed by shop_id)."""
-    from topics.catalog import Topics
-    from topics.feed import file_records, generated_records, produce
+    import time
 
+    from topics.catalog import Topics
+    from topics.feed import file_records, generated_records, order_event_times, produce
+
+    if file_ is not None and past is not None:
+        raise click.UsageError("--past stamps generated orders; the records of --file are sent as they are")
+    if event_time_step is not None and past is None:
+        raise click.UsageError("--event-time-step needs --past (when the first order happened)")
+    if event_time_step == 0:
+        raise click.BadParameter("must be above 0", param_hint="--event-time-step")
     orders_topic = Topics(topic_prefix).orders
     require_broker(conn)
-    records = file_records(file_) if file_ else generated_records(seed)
+    times = None
+    if past is not None:
+        times = order_event_times(time.time_ns() - int(past * 1e9),
+                                  int(event_time_step * 1e9) if event_time_step is not None else None)
+    records = file_records(file_) if file_ else generated_records(seed, times)
     if file_ is None:
         pace = f"{burst} orders every {format_duration(rate)}" if rate else "as fast as possible"
-        click.echo(f"seed-orders: {pace} to {orders_topic}"
+        stamp = "" if past is None else f", event time from {format_duration(past)} ago" + (
+            f" in steps of {format_duration(event_time_step)}" if event_time_step is not None else "")
+        click.echo(f"seed-orders: {pace} to {orders_topic}" + stamp
                    + (f", {count} in all" if count is not None else " until Ctrl+C"), err=True)
     with stop_on_signals() as stop:
         result = produce(conn, records, topic=orders_topic, count=count, interval_s=rate, per_tick=burst, stop=stop)
     click.echo(f"seed-orders: sent {result.sent} records to {orders_topic}"
+               + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
+    return 1 if result.failed else 0
+
+
+def _currency(code: str) -> str:
+    from topics.menu_gen import check_currency
+
+    try:
+        return check_currency(code)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--currency") from None
+
+
+@cli.command("seed-menu", context_settings=CONTEXT)
+@kafka_options
+@topic_prefix_option
+@click.option("--count", type=click.IntRange(min=0), default=None,
+              help="Stop after this many records.  [default: the opening price list, then changes until Ctrl+C]")
+@click.option("--rate", type=DURATION, default="1s", show_default=True,
+              help="Interval between bursts of --burst records; 0 sends as fast as possible.")
+@click.option("--burst", type=click.IntRange(min=1), default=len(MENU_DRINKS), show_default=True,
+              help="Records sent at each tick of --rate, in one transaction (the default sends the opening "
+                   "price list whole).")
+@click.option("--seed", type=int, default=None, help="Random seed, for a reproducible stream.")
+@click.option("--currency", default="EUR", show_default=True, callback=lambda _c, _p, v: _currency(v),
+              help="ISO 4217 code of every price.")
+@click.option("--start", "start_ms", type=Since(), default=None,
+              help="Event time of the opening price list: a duration back from now (2h) or a time such as "
+                   "2026-11-23T10:00:00Z.  [default: now]")
+@click.option("--step", type=DURATION, default="1m", show_default=True,
+              help="Event time between one step of price changes and the next (a few drinks each).")
+@click.option("--late-fraction", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+              help="Share of price changes sent out of order, stamped before changes already sent.")
+@click.option("--max-late", type=DURATION, default="2m", show_default=True,
+              help="How far before the latest event time sent an out-of-order change may be stamped.")
+@click.option("--withdraw-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="Share of changes that withdraw a drink (an empty value); it is listed again at a later step.")
+def seed_menu(conn: KafkaConnection, topic_prefix: str, count: int | None, rate: float, burst: int, seed: int | None,
+              currency: str, start_ms: int | None, step: float, late_fraction: float, max_late: float,
+              withdraw_fraction: float) -> int:
+    """Produce a versioned menu to brew.menu.v1: a price for every drink at --start, then price changes.
+
+    Each record is keyed by the drink, valued {"drink", "price_cents", "currency"} (empty:
+    withdrawn) and valid from the time in its event-time header.
+    """
+    import time
+
+    from topics.catalog import Topics
+    from topics.feed import produce
+    from topics.menu_gen import MenuConfig, MenuGenerator
+
+    if step <= 0:
+        raise click.BadParameter("must be above 0", param_hint="--step")
+    start_ns = time.time_ns() if start_ms is None else start_ms * 10**6
+    if start_ns < 0:
+        raise click.BadParameter("must be 1970 or later (unix time)", param_hint="--start")
+    try:
+        cfg = MenuConfig(start_ns, int(step * 1e9), currency, late_fraction, int(max_late * 1e9), withdraw_fraction)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    topic = Topics(topic_prefix).menu
+    require_broker(conn)
+    menu = MenuGenerator(cfg, seed)
+    pace = f"{burst} records every {format_duration(rate)}" if rate else "as fast as possible"
+    click.echo(f"seed-menu: {pace} to {topic}, prices from {utc_iso(start_ns / 1e9)} in steps of "
+               f"{format_duration(step)}" + (f", {count} records in all" if count is not None else " until Ctrl+C"),
+               err=True)
+    shown = 0
+
+    def progress(sent: int) -> None:
+        nonlocal shown
+        if sent // 100 > shown // 100:
+            t = menu.tally
+            click.echo(f"sent={sent} late={t.late} withdrawals={t.withdrawals} relistings={t.relistings}")
+        shown = sent
+
+    with stop_on_signals() as stop:
+        result = produce(conn, menu, topic=topic, count=count, interval_s=rate, per_tick=burst, stop=stop,
+                         on_progress=progress)
+    t = menu.tally
+    click.echo(f"seed-menu: sent {result.sent} records to {topic} ({t.prices} prices, {t.late} of them late, "
+               f"{t.withdrawals} withdrawals, {t.relistings} relistings)"
                + (f", {result.failed} failed ({result.first_error})" if result.failed else ""))
     return 1 if result.failed else 0
 
@@ -313,6 +435,38 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
                reset_watermark=reset_watermark)
 
 
+@cli.command("revenue", context_settings=CONTEXT)
+@pipeline_options(pipelines.REVENUE)
+@click.option("--grace", "grace_s", type=DURATION, default="10s", show_default=True,
+              help="An order waits until the latest event time read on either side (orders or menu) passes "
+                   "its own time by this much, so a price change that arrives this late still prices it.")
+@click.option("--retention", "retention_s", type=DURATION, default="1d", show_default=True,
+              help="Menu history kept: an order older than this behind the latest time read is too late "
+                   "(the DLQ, whole, with the reason). At least --grace.")
+@click.option("--window", "window_s", type=DURATION, default="1h", show_default=True,
+              help="Revenue is also summed in tumbling windows of this size, by order time.")
+@click.option("--currency", default="EUR", show_default=True,
+              help="The menu's currency; a menu record in another is refused (the DLQ).")
+@click.option("--max-event-time-ahead", "max_ahead_s", type=DURATION, default="1m", show_default=True,
+              help="An order or menu record stamped further ahead of its Kafka timestamp than this is refused "
+                   "(the DLQ): one clock a year ahead would otherwise release every waiting order.")
+@click.option("--menu-interval", "tick_s", type=DURATION, default="1s", show_default=True,
+              help="How often the menu is read between batches.")
+@click.option("--print", "print_s", type=DURATION, default="5s", show_default=True,
+              help="Table interval; 0 prints only at the end.")
+def revenue_cmd(grace_s: float, retention_s: float, window_s: float, currency: str, max_ahead_s: float,
+                tick_s: float, print_s: float, **common: Any) -> int:
+    """Price each order of brew.orders.v1 with the menu version (brew.menu.v1) that held at its time, and sum
+    revenue per drink, per shop and per window; orders without a price go whole to brew.revenue.dlq."""
+    from service.revenue.pipeline import TableConfig, revenue_config, run
+
+    try:
+        cfg = revenue_config(grace_s, retention_s, window_s, currency, max_ahead_s, tick_s)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return run(run_config(**common), cfg, TableConfig(print_s))
+
+
 @cli.command("events", context_settings=CONTEXT)
 @kafka_options
 @topic_prefix_option
@@ -425,21 +579,29 @@ def _refuse_while_live(conn: KafkaConnection, instances_topic: str, changelog: s
 @click.option("--json", "as_json", is_flag=True, help="Print {\"counts\": …, \"offsets\": …} as JSON.")
 @click.option("--top-n", type=click.IntRange(min=1), default=None, help="Only the top N drinks (text output).")
 def counts_cmd(conn: KafkaConnection, topic_prefix: str, state_dir: Path, as_json: bool, top_n: int | None) -> None:
-    """Print the store: counts per drink and the next input offset per partition. Works beside a
-    running daemon. An empty store is checked against its changelog (the only time Kafka is
-    asked): one whose restore has not finished is refused, not printed as zero."""
+    """Print the store: counts per drink (revenue per drink and shop for a revenue store) and the next
+    input offset per partition. Works beside a running daemon. An empty store is checked against its
+    changelog (the only time Kafka is asked): one whose restore has not finished is refused, not
+    printed as zero."""
     import orjson
 
+    from restorer.codec import CHANGELOG_TOPIC
     from restorer.restore import check_restored
     from restorer.store import StateDir, Store
-    from service.drink_count.counts import drink_counts
-    from service.drink_count.topn import counts_text
     from topics.catalog import Topics
 
+    topics = Topics(topic_prefix)
     with Store(StateDir(state_dir).store_path, read_only=True) as store:
-        check_restored(conn, store, pipelines.DRINK_COUNT.changelog_topic(Topics(topic_prefix)))
-        counts = drink_counts(store.read_all())
-    click.echo(orjson.dumps(counts.as_json()).decode() if as_json else counts_text(counts, top_n))
+        built_for = store.local(CHANGELOG_TOPIC)
+        changelog = built_for.decode(errors="replace") if built_for else None
+        wing = (pipelines.of_store(changelog) if changelog else None) or pipelines.DRINK_COUNT
+        if wing.counts is None:
+            raise click.ClickException(f"{state_dir} holds a {wing.name} store; `brewstream counts` reads "
+                                       f"{' and '.join(w.name for w in pipelines.WINGS.values() if w.counts)} "
+                                       "stores (see the HTTP API of its pipeline)")
+        check_restored(conn, store, changelog or wing.changelog_topic(topics))
+        view = wing.counts(store.items())
+    click.echo(orjson.dumps(view.as_json()).decode() if as_json else view.text(top_n))
 
 
 @cli.command("status", context_settings=CONTEXT)
@@ -649,22 +811,6 @@ def drill_disk_loss(**kw: Any) -> int:
 @cli.group(context_settings=CONTEXT)
 def dlq() -> None:
     """Work the dead-letter queue (brew.orders.dlq): inspect, export for repair, replay."""
-
-
-class Since(click.ParamType):
-    name = "when"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        import time
-
-        from service.dlq.read import parse_since
-
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_since(str(value), time.time())
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 def dlq_options(fn: F) -> F:

@@ -10,7 +10,7 @@ pipeline shares. The engine names no pipeline; each wing (``service.drink_count`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -34,6 +34,14 @@ if TYPE_CHECKING:  # what only the annotations name: the CLI imports this module
     from service.ops.queries import Route
 
 
+class CountsView(Protocol):
+    """What ``brewstream counts`` prints of a store."""
+
+    def as_json(self) -> dict[str, object]: ...
+
+    def text(self, top_n: int | None) -> str: ...
+
+
 @dataclass(frozen=True)
 class Wing:
     """A pipeline as every command sees it: ``restore --store``, ``status``, the board."""
@@ -42,6 +50,8 @@ class Wing:
     input_topic: Callable[[Topics], str]
     changelog_topic: Callable[[Topics], str]
     check_value: ValueCheck  # why a changelog value cannot belong to its key (the restorer asks)
+    # ``brewstream counts`` on its store (every key and value of it); None: not for this store.
+    counts: Callable[[Iterable[tuple[bytes, bytes]]], CountsView] | None = None
 
     @property
     def default_state_dir(self) -> Path:

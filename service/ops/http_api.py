@@ -51,7 +51,7 @@ from restorer.store import Store
 from service.instance.health import Health, data_refusal, liveness, readiness
 from service.ops.httpd import RETRY_AFTER_S, HttpServer, Lane, Request, Response
 from service.ops.metrics import Metrics
-from service.ops.queries import BadQuery, Route, parse_params, status_answer
+from service.ops.queries import BadQuery, Route, find_route, status_answer
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
@@ -161,9 +161,9 @@ class HttpApi:
         scheme, _, given = (header or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token)
 
-    def answer(self, route: Route, query: str) -> tuple[HTTPStatus, dict[str, object]]:
+    def answer(self, route: Route, query: str, rest: str = "") -> tuple[HTTPStatus, dict[str, object]]:
         try:
-            read = route.prepare(parse_params(query, route.params))
+            read = route.prepare(route.params_of(query, rest))
         except BadQuery as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
         phase = self.health.phase
@@ -190,7 +190,7 @@ class HttpApi:
         path, query = request.path, request.query
         if path in ("/healthz", "/readyz"):
             return await self._probes.run(path, lambda: self.probe(path))
-        route = self.routes.get(path)
+        route, rest = find_route(self.routes, path)
         if route is None and path != "/metrics":
             return Response(HTTPStatus.NOT_FOUND,
                             f"not found: {path[:80]}; see /api/status, /metrics, /healthz\n".encode())
@@ -199,7 +199,7 @@ class HttpApi:
                             headers=(("WWW-Authenticate", 'Bearer realm="brewstream"'),))
         if route is None:
             return await self._metrics(request)
-        status, doc = await self._work.run(("api", path, query), lambda: self.answer(route, query))
+        status, doc = await self._work.run(("api", path, query), lambda: self.answer(route, query, rest))
         return Response(status, orjson.dumps(doc) + b"\n", "application/json",
                         RETRY if status == HTTPStatus.SERVICE_UNAVAILABLE else ())
 

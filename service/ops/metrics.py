@@ -77,6 +77,11 @@ class Metrics:
         self.open_windows = gauge("brewstream_open_windows", "Windows and sessions kept in the store")
         self.late_events = counter("brewstream_late_events", "Events sent to the late output")
         self.window_results = counter("brewstream_window_results", "Window results emitted", ("emit",))
+        self.orders_waiting = gauge("brewstream_orders_waiting", "Orders waiting for the menu's grace to pass")
+        self.orders_refused = counter("brewstream_orders_refused", "Orders the join sent to its DLQ whole, by cause "
+                                      "(no price, too late)", ("cause",))
+        self.menu_watermark = gauge("brewstream_menu_watermark_seconds", "Latest menu event time read (unix seconds)")
+        self.menu_records = counter("brewstream_menu_records", "Menu records applied, good and bad")
         self.kafka_outages = counter("brewstream_kafka_outages", "Episodes of Kafka unable to serve this instance "
                                      "(a broker, leader, coordinator or in-sync replicas lost) that it waited out")
         self.kafka_waiting = gauge("brewstream_kafka_waiting", "1 while this instance waits for Kafka to heal, else 0")

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from restorer.codec import LAST_BATCH_MS, StoreState
 from restorer.store import Store
@@ -51,6 +51,27 @@ class Route:
     prepare: Callable[[Mapping[str, str]], Answer]
     # Answers in every phase (it names the role): status shows a restore's progress.
     any_phase: bool = False
+    # A path ending in "/" answers every path under it; the rest of the path (decoded) is
+    # the parameter of this name (``/api/menu/<drink>``).
+    tail: str | None = None
+
+    def params_of(self, query: str, rest: str) -> dict[str, str]:
+        params = parse_params(query, self.params)
+        if self.tail is not None:
+            params[self.tail] = rest
+        return params
+
+
+def find_route(routes: Mapping[str, Route], path: str) -> tuple[Route | None, str]:
+    """The route of ``path``, and what a tail route takes from it (percent-decoded)."""
+    route = routes.get(path)
+    if route is not None:
+        return route, ""
+    for prefix, r in routes.items():
+        if r.tail is not None and path.startswith(prefix) and len(path) > len(prefix):
+            # Bytes that are not UTF-8 become U+FFFD: a name no store holds, answered as unknown.
+            return r, unquote(path[len(prefix):], errors="replace")
+    return None, ""
 
 
 def parse_params(query: str, allowed: tuple[str, ...]) -> dict[str, str]:

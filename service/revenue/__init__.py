@@ -1,0 +1,1 @@
+"""The revenue pipeline: orders priced with the menu version that held at their time."""

@@ -1,0 +1,125 @@
+"""The revenue join on a real broker and Spark: exact against an independent oracle through
+a crash mid-transaction, a crash between the changelog and the store, a kill -9 and a lost
+disk, with late and out-of-order price changes, a withdrawn drink, drinks never on the
+menu, orders too late for the history, and menu records that must be refused.
+
+The menu and the orders are built so that the result does not depend on how the daemon
+batches them (``tests.support.revenue``); the oracle prices every order with the whole menu
+history. Each refused order must reach the DLQ exactly once, with its cause.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+from restorer.store import StateDir, Store
+from service.drills.process import ChildProcess
+from service.revenue.state import decode_revenue_state
+from tests.support.helpers import BREW, Pipeline, counts_json, read_topic
+from tests.support.revenue import CLOCK, MenuRow, OrderRow, S, Sender, build, oracle, order_id, too_late_orders
+from topics.clock import wait_until
+from topics.kafka import end_offsets
+
+GRACE_S = 10
+RETENTION_S = 3 * 3600
+
+
+class Revenue:
+    def __init__(self, pipe: Pipeline, root: Path) -> None:
+        self.pipe, self.root = pipe, root
+        self.state, self.ckpt = root / "state" / "revenue", root / "ckpt"
+        self.child: ChildProcess | None = None
+        self.starts = 0
+
+    def start(self, **env: str) -> ChildProcess:
+        self.starts += 1
+        args = [BREW, "revenue", "--state-dir", str(self.state), "--checkpoint-dir", str(self.ckpt),
+                "--trigger", "200ms", "--max-offsets-per-trigger", "400", "--grace", f"{GRACE_S}s",
+                "--retention", f"{RETENTION_S}s", "--print", "0", "--menu-interval", "300ms"]
+        self.child = ChildProcess(f"revenue-{self.starts}", args, self.root / f"revenue-{self.starts}.log",
+                                  env={"KAFKA_BOOTSTRAP": self.pipe.conn.bootstrap, **self.pipe.env, **env},
+                                  error=AssertionError)
+        return self.child
+
+    def applied(self) -> tuple[int, int]:
+        """Orders applied (the store's next offsets, summed) and orders still waiting."""
+        if not (StateDir(self.state).store_path / "CURRENT").exists():
+            return 0, 0
+        with Store(StateDir(self.state).store_path, read_only=True) as store:
+            state = decode_revenue_state(store.items())
+        return sum(state.reserved.next_offsets(self.pipe.topics.orders).values()), len(state.join.pending)
+
+
+def orders_end(pipe: Pipeline) -> int:
+    consumer = pipe.conn.consumer()
+    try:
+        return sum(high for _, high in end_offsets(consumer, pipe.topics.orders, [0, 1, 2]).values())
+    finally:
+        consumer.close()
+
+
+def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_path: Path) -> None:
+    start_ns = time.time_ns() - 3 * 3600 * S
+    scenario = build(seed=5, n_orders=4000, start_ns=start_ns, grace_ns=GRACE_S * S)
+    rows = scenario.sequence
+    quarter = len(rows) // 4
+    chunks = [rows[:quarter], rows[quarter:2 * quarter], rows[2 * quarter:3 * quarter], rows[3 * quarter:]]
+    sender = Sender(pipe.conn, pipe.topics.orders, pipe.topics.menu)
+    daemon = Revenue(pipe, tmp_path)
+
+    def all_applied(timeout: float = 240) -> None:
+        end = orders_end(pipe)
+        wait_until(lambda: daemon.applied()[0] >= end, timeout, f"the store to apply all {end} orders",
+                   give_up=lambda: daemon.child.exit_reason() if daemon.child else None)
+
+    # 1. A crash mid-transaction, then one between the changelog's commit and the store's.
+    for fault in ("mid-transaction@3", "after-changelog-commit@2"):
+        child = daemon.start(BREWSTREAM_FAULT=fault)
+        sender.send(chunks.pop(0))
+        assert child.wait(240) == -signal.SIGKILL, child.text()[-2000:]
+    # 2. A kill -9 once everything sent is applied, and the disk lost with it.
+    child = daemon.start()
+    sender.send(chunks.pop(0))
+    all_applied()
+    child.kill()
+    shutil.rmtree(daemon.state)
+    # 3. The rest, the refused menu records and the closing bell that releases every order.
+    child = daemon.start()
+    sender.send(chunks.pop(0))
+    for key, value, t in scenario.bad_menu:
+        sender.menu(key, value, t)
+    sender.send([MenuRow(CLOCK, scenario.end_t, 1)])
+    all_applied()
+    wait_until(lambda: daemon.applied()[1] == 0, 120, "every waiting order to be released",
+               give_up=child.exit_reason)
+    # 4. Orders older than the join's time minus the retention: too late, whatever the batching.
+    late = too_late_orders(7, 25, scenario.end_t - RETENTION_S * S)
+    sender.send(list[MenuRow | OrderRow](late))
+    all_applied()
+    child.terminate()
+    assert child.wait(120) == 0, child.text()[-2000:]
+    assert "the store is empty: restoring it from" in (tmp_path / "revenue-4.log").read_text()
+
+    expected = oracle(scenario.menu, scenario.orders)
+    got = counts_json(pipe.conn, daemon.state)
+    assert got["revenue"] == expected.revenue
+    assert got["by_shop"] == expected.by_shop
+
+    causes: Counter[tuple[str, str]] = Counter()
+    for msg in read_topic(pipe.conn, pipe.topics.revenue_dlq):
+        headers = dict(msg.headers() or [])
+        cause = headers["error"].decode().split(":", 1)[0]
+        source = headers["source-topic"].decode()
+        where = f"menu {headers['source-partition'].decode()}@{headers['source-offset'].decode()}"
+        causes[(cause, order_id(msg.value()) if source == pipe.topics.orders else where)] += 1
+    assert all(n == 1 for n in causes.values()), [k for k, n in causes.items() if n > 1]  # exactly once
+    assert {oid for cause, oid in causes if cause == "no price"} == expected.no_price
+    assert {oid for cause, oid in causes if cause == "too late"} == {o.order_id for o in late}
+    assert sum(1 for cause, _ in causes if cause == "bad menu record") == len(scenario.bad_menu)
+    assert len(causes) == len(expected.no_price) + len(late) + len(scenario.bad_menu)
+    assert json.loads(json.dumps(got["offsets"]))  # the offsets are printed

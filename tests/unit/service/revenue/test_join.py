@@ -1,0 +1,173 @@
+"""The join's rule against an oracle that sees the whole menu history at once.
+
+The oracle prices each order with the latest version at or before its time among every
+menu record (the last of two at one time), with nothing but a loop. The join sees the
+records a batch at a time, through the store's bytes (``step_entries`` applied to a dict,
+decoded again), in any batching whose menu records each arrive less than the grace late;
+then it must agree with the oracle exactly, whatever the batching.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.revenue.join import JoinConfig, JoinState, Order, Refused, StepResult, price_at, step
+from service.revenue.menu import MenuUpdate
+from service.revenue.state import RevenueState, decode_revenue_state, step_entries
+
+S = 10**9
+DRINKS = ("latte", "mocha", "chai", "flat white")
+CFG = JoinConfig(grace_ns=10 * S, retention_ns=3600 * S, window_ns=60 * S)
+
+
+def oracle_price(menu: list[MenuUpdate], drink: str, t: int) -> int | None:
+    best: MenuUpdate | None = None
+    for u in menu:  # in arrival order: of two at one time, the later one holds
+        if u.drink == drink and u.valid_from_ns <= t and (best is None or u.valid_from_ns >= best.valid_from_ns):
+            best = u
+    return None if best is None else best.price_cents
+
+
+@dataclass
+class Outcome:
+    by_drink: dict[str, int]
+    by_shop: dict[str, int]
+    refused: dict[tuple[int, int], str]
+
+
+def oracle(menu: list[MenuUpdate], orders: list[Order]) -> Outcome:
+    out = Outcome({}, {}, {})
+    for o in orders:
+        prices = {d: oracle_price(menu, d, o.event_ns) for d, _ in o.items}
+        missing = [d for d, p in prices.items() if p is None]
+        if missing:
+            out.refused[o.position] = "no price"
+            continue
+        for d, q in o.items:
+            cents = prices[d] * q  # type: ignore[operator]
+            out.by_drink[d] = out.by_drink.get(d, 0) + cents
+            out.by_shop[o.shop] = out.by_shop.get(o.shop, 0) + cents
+    return out
+
+
+Batch = tuple[list[MenuUpdate], list[Order]]
+
+
+def run_join(batches: list[Batch], cfg: JoinConfig = CFG) -> tuple[RevenueState, dict[tuple[int, int], str]]:
+    """Every batch through the step and the store's bytes, as the sink does."""
+    store: dict[bytes, bytes] = {}
+    refused: dict[tuple[int, int], str] = {}
+    for menu, orders in batches:
+        state = decode_revenue_state(sorted(store.items()))
+        result = step(state.join, menu, orders, cfg)
+        for r in result.refused:
+            assert r.order.position not in refused, "refused twice"
+            refused[r.order.position] = r.reason.split(":", 1)[0]
+        for key, value in step_entries(state, result, cfg.window_ns, 0, 0, {}):
+            if value is None:
+                store.pop(key, None)
+            else:
+                store[key] = value
+    return decode_revenue_state(sorted(store.items())), refused
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[MenuUpdate], list[Order], list[Batch]]:
+    """A menu and orders in arrival order, each menu record less than the grace late, cut
+    into batches anywhere."""
+    events: list[tuple[int, int, object]] = []  # arrival, tie-break, record
+    n_menu = draw(st.integers(1, 12))
+    for i in range(n_menu):
+        t = draw(st.integers(0, 300)) * S
+        late = draw(st.integers(0, CFG.grace_ns - 1))
+        price = draw(st.one_of(st.none(), st.integers(1, 900)))
+        events.append((t + late, i, MenuUpdate(draw(st.sampled_from(DRINKS)), t, price)))
+    n_orders = draw(st.integers(0, 25))
+    for i in range(n_orders):
+        t = draw(st.integers(0, 320)) * S + draw(st.integers(0, S - 1))
+        items = draw(st.dictionaries(st.sampled_from(DRINKS), st.integers(1, 5), min_size=1, max_size=3))
+        late = draw(st.integers(0, 30 * S))  # orders may arrive late too, far within the retention
+        order = Order(i % 3, i, t, f"shop-{i % 4}", tuple(sorted(items.items())))
+        events.append((t + late, 1000 + i, order))
+    events.sort(key=lambda e: (e[0], e[1]))
+    # A closing menu record far enough ahead that every order is released.
+    events.append((10**6 * S, 99_999, MenuUpdate("clock", 400 * S, 1)))
+    cuts = sorted(draw(st.sets(st.integers(1, len(events)), max_size=6)) | {len(events)})
+    batches, start = [], 0
+    for cut in cuts:
+        chunk = [e[2] for e in events[start:cut]]
+        batches.append(([m for m in chunk if isinstance(m, MenuUpdate)], [o for o in chunk if isinstance(o, Order)]))
+        start = cut
+    menu = [e[2] for e in events if isinstance(e[2], MenuUpdate)]
+    orders = [e[2] for e in events if isinstance(e[2], Order)]
+    return menu, orders, batches  # type: ignore[return-value]
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_late_by_less_than_the_grace_prices_with_the_whole_history(
+        case: tuple[list[MenuUpdate], list[Order], list[Batch]]) -> None:
+    menu, orders, batches = case
+    state, refused = run_join(batches)
+    expected = oracle(menu, orders)
+    assert state.by_drink == expected.by_drink
+    assert state.by_shop == expected.by_shop
+    assert refused == expected.refused
+    assert not state.join.pending  # the closing record released every order
+
+
+def test_a_price_change_later_than_the_grace_does_not_reprice_released_orders() -> None:
+    latte = Order(0, 0, 100 * S, "shop-1", (("latte", 2),))
+    batches = [([MenuUpdate("latte", 0, 300)], [latte]), ([MenuUpdate("clock", 200 * S, 1)], []),
+               ([MenuUpdate("latte", 50 * S, 500)], [])]  # 150 s late: past the grace
+    state, refused = run_join(batches)
+    assert state.by_drink == {"latte": 600} and not refused
+
+
+def test_an_order_older_than_the_retention_is_too_late_and_never_priced() -> None:
+    cfg = JoinConfig(grace_ns=10 * S, retention_ns=60 * S, window_ns=60 * S)
+    old = Order(0, 1, 10 * S, "shop-1", (("latte", 1),))
+    batches = [([MenuUpdate("latte", 0, 300), MenuUpdate("clock", 100 * S, 1)], []), ([], [old])]
+    state, refused = run_join(batches, cfg)
+    assert refused == {(0, 1): "too late"} and state.by_drink == {}
+
+
+def test_versions_past_the_retention_go_but_the_one_that_still_holds_stays() -> None:
+    cfg = JoinConfig(grace_ns=0, retention_ns=60 * S, window_ns=60 * S)
+    menu = [MenuUpdate("latte", t * S, 100 + t) for t in (0, 10, 20)] + [MenuUpdate("clock", 200 * S, 1)]
+    state, _ = run_join([(menu, [])], cfg)
+    assert state.join.versions["latte"] == {20 * S: 120}
+    assert price_at(state.join.versions["latte"], 150 * S) == 120
+
+
+def test_a_withdrawn_drink_has_no_price_until_it_is_listed_again() -> None:
+    menu = [MenuUpdate("mocha", 0, 400), MenuUpdate("mocha", 50 * S, None), MenuUpdate("mocha", 80 * S, 450)]
+    orders = [Order(0, i, t * S, "s", (("mocha", 1),)) for i, t in enumerate((10, 60, 90))]
+    result = step(JoinState(), [*menu, MenuUpdate("clock", 500 * S, 1)], orders, CFG)
+    assert [p.cents for p in result.priced] == [400, 450]
+    (no_price,) = result.refused
+    assert isinstance(no_price, Refused) and no_price.reason.startswith("no price: 'mocha' was withdrawn")
+
+
+def test_an_order_waits_for_the_grace_and_a_replayed_one_is_not_taken_twice() -> None:
+    o = Order(0, 0, 100 * S, "s", (("latte", 1),))
+    first = step(JoinState(), [MenuUpdate("latte", 0, 300)], [o], CFG)
+    assert first.waiting == [o] and not first.priced
+    state = JoinState(versions={"latte": {0: 300}}, pending={o.position: o}, orders_time=100 * S, menu_time=0)
+    again: StepResult = step(state, [], [o], CFG)
+    assert not again.waiting and not again.priced
+
+
+def test_the_grace_may_not_exceed_the_retention() -> None:
+    with pytest.raises(ValueError):
+        JoinConfig(grace_ns=2, retention_ns=1, window_ns=1)
+
+
+def test_of_two_versions_at_one_time_the_later_record_holds() -> None:
+    menu = [MenuUpdate("latte", 0, 300), MenuUpdate("latte", 0, 350), MenuUpdate("clock", 100 * S, 1)]
+    result = step(JoinState(), menu, [Order(0, 0, 50 * S, "s", (("latte", 1),))], CFG)
+    assert [p.cents for p in result.priced] == [350]
