@@ -103,10 +103,12 @@ def later(a: int | None, b: int | None) -> int | None:
 
 
 def step(state: JoinState, menu: Iterable[MenuUpdate], orders: Iterable[Order], cfg: JoinConfig,
-         iso: Callable[[int], str] = str) -> StepResult:
+         iso: Callable[[int], str] = str, release: bool = True) -> StepResult:
     """What one batch does: the menu's updates first (a batch reads both sides up to one
     point, and the grace covers which came first), then its orders, then whatever the
-    join's time releases. ``state`` is not changed; the result says what to write."""
+    join's time releases. Without ``release`` (the menu could not be read: a version the
+    orders need may be unread) every order waits. ``state`` is not changed; the result
+    says what to write."""
     out = StepResult(orders_time=state.orders_time, menu_time=state.menu_time)
     touched: dict[str, dict[int, int | None]] = {}
     latest: dict[tuple[str, int], MenuUpdate] = {}
@@ -129,7 +131,9 @@ def step(state: JoinState, menu: Iterable[MenuUpdate], orders: Iterable[Order], 
                                           f"retention before the join's time {iso(j)}"))
         else:
             waiting.append(o)
-    if j is not None:
+    if j is not None and not release:
+        out.waiting = waiting
+    elif j is not None:
         due = sorted((o for o in [*state.pending.values(), *waiting] if o.event_ns + cfg.grace_ns <= j),
                      key=lambda o: (o.event_ns, o.position))
         due_at = {o.position for o in due}

@@ -8,6 +8,7 @@ transaction with the versions it adds, so a version is applied exactly once, lik
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Mapping
@@ -18,14 +19,14 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from service.records.badrecords import BadRecord, carry, internal_reason
 from service.revenue.menu import BadMenu, MenuUpdate, parse_menu
+from topics.errors import BrewError
 from topics.event_time import EVENT_TIME
-from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, failed, partitions_of
+from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, describe_topic, failed
 
 log = logging.getLogger("brewstream")
 
 POLL_S = 0.05
 READ_LIMIT_S = 5.0  # one read at most, so a huge menu backlog does not hold a batch for long
-PARTITIONS_EVERY_S = 30.0  # how often partitions added to the menu topic are looked for
 
 
 @dataclass
@@ -33,10 +34,20 @@ class MenuRead:
     updates: list[MenuUpdate] = field(default_factory=list)
     bad: list[BadRecord] = field(default_factory=list)
     next_offsets: dict[int, int] = field(default_factory=dict)  # the partitions that moved
+    topic_id: int | None = None  # the topic's id (hashed) when it is not the one the store read
 
     @property
     def is_empty(self) -> bool:
-        return not self.next_offsets
+        return not self.next_offsets and self.topic_id is None
+
+
+class MenuUnavailable(Exception):
+    """The menu cannot be read now (deleted, the cluster healing); the message says why."""
+
+
+def topic_id_hash(topic_id: str) -> int:
+    """A topic's id as the store keeps it: 8 bytes under the meta prefix, published with it."""
+    return int.from_bytes(hashlib.blake2b(topic_id.encode(), digest_size=8).digest(), "big")
 
 
 class MenuReader:
@@ -47,38 +58,47 @@ class MenuReader:
         self._consumer: Consumer | None = None
         self._admin: AdminClient | None = None
         self._partitions: list[int] = []
-        self._partitions_at = -PARTITIONS_EVERY_S
         self._said: set[tuple[int, str]] = set()
 
-    def read(self, applied: Mapping[int, int]) -> MenuRead:
-        """The records past ``applied`` (the store's next offset per partition)."""
+    def read(self, applied: Mapping[int, int], read_id: int | None) -> MenuRead:
+        """The records past ``applied`` (the store's next offset per partition) of the topic
+        whose id the store read (``read_id``; None: none yet). ``MenuUnavailable`` when the
+        topic cannot be read now."""
         try:
-            return self._read(applied)
+            return self._read(applied, read_id)
         except KafkaException as exc:
-            raise failed(self.conn, f"reading the menu topic {self.topic}", exc) from exc
+            raise MenuUnavailable(str(failed(self.conn, f"reading the menu topic {self.topic}", exc))) from exc
+        except BrewError as exc:
+            raise MenuUnavailable(str(exc)) from exc
 
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
 
-    def _read(self, applied: Mapping[int, int]) -> MenuRead:
-        now = time.monotonic()
-        if now - self._partitions_at >= PARTITIONS_EVERY_S:
-            self._partitions = partitions_of(self.conn, self.topic)
-            self._partitions_at = now
+    def _read(self, applied: Mapping[int, int], read_id: int | None) -> MenuRead:
+        shape = describe_topic(self.conn, self.topic, retry_s=0)
+        self._partitions = list(range(shape.partitions))
+        out = MenuRead()
+        now_id = topic_id_hash(shape.topic_id)
+        if now_id != read_id:
+            if read_id is not None:
+                self._say(-1, f"id {shape.topic_id}", f"the menu topic {self.topic} was deleted and created again "
+                          f"(topic id {shape.topic_id}): reading it from its start; the versions already read are "
+                          "kept, and read again they change nothing")
+                applied = {}
+            out.topic_id = now_id
         if self._consumer is None:
             self._consumer = self.conn.consumer({"enable.auto.commit": False, "isolation.level": "read_committed",
                                                  "enable.partition.eof": False})
         consumer = self._consumer
-        out = MenuRead()
         starts: dict[int, int] = {}
         ends: dict[int, int] = {}
         for p, (low, high) in self._bounds().items():
             start = applied.get(p, 0)
             if start > high:
                 self._say(p, "below", f"the menu topic {self.topic} partition {p} ends at offset {high}, before "
-                          f"offset {start} the store has read to: the topic was recreated or truncated; reading it "
+                          f"offset {start} the store has read to: records were deleted under it; reading it "
                           "again from its start (versions already read are kept, and read again they change nothing)")
                 start = low
             elif start < low:

@@ -14,6 +14,7 @@ the store, and releases the orders it lets through, while no order arrives.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,9 +29,9 @@ from service.dlq.records import dlq_records
 from service.engine.sink import OrderedCommitSink, PhaseTimes, SinkOptions
 from service.records.badrecords import BadRecord
 from service.revenue.join import JoinConfig, step
-from service.revenue.menu_topic import MenuRead, MenuReader
+from service.revenue.menu_topic import MenuRead, MenuReader, MenuUnavailable
 from service.revenue.orders import OrderBatch, parse_orders
-from service.revenue.state import RevenueState, decode_revenue_state, step_entries
+from service.revenue.state import MENU_TOPIC_ID, RevenueState, decode_revenue_state, step_entries
 from topics.catalog import Topics
 from topics.clock import iso_ns
 from topics.errors import BrewError, one_line
@@ -38,6 +39,8 @@ from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger("brewstream")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class RevenueSink(OrderedCommitSink):
         super().__init__(store, changelog, faults, options)
         self.opts = options or SinkOptions(KafkaConnection())
         self.topics, self.cfg, self.on_batch = topics, cfg, on_batch
+        self._menu_down: float | None = None  # since when the menu cannot be read
         self.menu = MenuReader(self.opts.conn, topics.menu, cfg.currency, cfg.max_ahead_ns, self.opts.max_name_bytes,
                                self.opts.dlq_record_bytes)
 
@@ -81,8 +85,8 @@ class RevenueSink(OrderedCommitSink):
             try:
                 t0 = time.monotonic()
                 state = decode_revenue_state(self.store.items())
-                menu = self.menu.read(state.reserved.next_offsets(self.topics.menu))
-                if not menu.is_empty:
+                menu = self._read_menu(state)
+                if menu is not None and not menu.is_empty:
                     self._publish(state, OrderBatch(), menu, None, time.monotonic() - t0)
             except Exception as exc:
                 self._failed(exc if isinstance(exc, BrewError) else BrewError(
@@ -105,19 +109,37 @@ class RevenueSink(OrderedCommitSink):
             df, planned.replay_filter(applied), self.cfg.max_ahead_ns, self.opts.max_name_bytes,
             self.opts.dlq_record_bytes)
         batch.next_offsets = planned.ends(batch.next_offsets, applied)
-        # 3. The menu up to now.
-        menu = self.menu.read(state.reserved.next_offsets(t.menu))
-        if batch.is_empty and menu.is_empty:
+        # 3. The menu up to now. When it cannot be read, the orders are taken but none is
+        # released: a version one of them needs may be among what is unread.
+        menu = self._read_menu(state)
+        if batch.is_empty and (menu is None or menu.is_empty):
             return
         self._publish(state, batch, menu, batch_id, time.monotonic() - t0)
 
-    def _publish(self, state: RevenueState, batch: OrderBatch, menu: MenuRead, batch_id: int | None,
+    def _read_menu(self, state: RevenueState) -> MenuRead | None:
+        """The menu past what the store read; None (said once an episode) when unreadable."""
+        try:
+            menu = self.menu.read(state.reserved.next_offsets(self.topics.menu), state.reserved.meta.get(MENU_TOPIC_ID))
+        except MenuUnavailable as exc:
+            if self._menu_down is None:
+                log.warning("%s; orders wait (none is priced) until it can be read again", exc)
+                self._menu_down = time.monotonic()
+            return None
+        if self._menu_down is not None:
+            log.info("the menu topic %s can be read again after %.1fs", self.topics.menu,
+                     time.monotonic() - self._menu_down)
+            self._menu_down = None
+        return menu
+
+    def _publish(self, state: RevenueState, batch: OrderBatch, menu: MenuRead | None, batch_id: int | None,
                  aggregate_s: float) -> None:
         t, cfg = self.topics, self.cfg
+        release = menu is not None
+        menu = menu or MenuRead()
         # 4. The pure step.
-        result = step(state.join, menu.updates, batch.orders, cfg.join, iso_ns)
+        result = step(state.join, menu.updates, batch.orders, cfg.join, iso_ns, release=release)
         entries = step_entries(state, result, cfg.join.window_ns, len(batch.bad), len(menu.bad),
-                               {t.orders: batch.next_offsets, t.menu: menu.next_offsets})
+                               {t.orders: batch.next_offsets, t.menu: menu.next_offsets}, menu.topic_id)
         refused = [BadRecord(r.order.partition, r.order.offset, None, None, r.reason, carried=False)
                    for r in result.refused]
         conn, limit = self.opts.conn, self.opts.dlq_record_bytes

@@ -49,6 +49,7 @@ NO_PRICE = "no_price_orders"
 TOO_LATE = "too_late_orders"
 BAD_ORDERS = "bad_orders"
 BAD_MENU = "bad_menu_records"
+MENU_TOPIC_ID = "menu_topic_id"  # the menu topic whose offsets the store keeps (its id, hashed)
 WINDOW_NS = "window_ns"  # the windows' size the store sums by: a store holds one
 
 _order = msgspec.msgpack.Encoder()
@@ -173,9 +174,10 @@ def check_value(key: bytes, value: bytes) -> str | None:
 
 
 def step_entries(state: RevenueState, result: StepResult, window_ns: int, bad_orders: int, bad_menu: int,
-                 offsets: Mapping[str, Mapping[int, int]]) -> list[Entry]:
+                 offsets: Mapping[str, Mapping[int, int]], menu_topic_id: int | None = None) -> list[Entry]:
     """What one step writes: versions added and dropped, orders waiting and released, the
-    sums the priced orders add to, times, counters, and each topic's next offsets."""
+    sums the priced orders add to, times, counters, each topic's next offsets, and the menu
+    topic's id when it is not the one the store read."""
     entries: list[Entry] = [(version_key(u.drink, u.valid_from_ns), encode_price(u.price_cents))
                             for u in result.added]
     entries += [(version_key(drink, at), None) for drink, at in result.dropped]
@@ -197,6 +199,8 @@ def step_entries(state: RevenueState, result: StepResult, window_ns: int, bad_or
                     (BAD_ORDERS, bad_orders), (BAD_MENU, bad_menu)):
         if n:
             entries.append((meta_key(name), encode_u64(state.counter(name) + n)))
+    if menu_topic_id is not None:
+        entries.append((meta_key(MENU_TOPIC_ID), encode_u64(menu_topic_id)))
     if WINDOW_NS not in state.reserved.meta:
         entries.append((meta_key(WINDOW_NS), encode_u64(window_ns)))
     entries += [(offset_key(topic, p), encode_u64(o)) for topic, ps in offsets.items() for p, o in sorted(ps.items())]

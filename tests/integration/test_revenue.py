@@ -16,14 +16,31 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 from restorer.store import StateDir, Store
+from sandbox.broker import free_port
 from service.drills.process import ChildProcess
 from service.revenue.state import decode_revenue_state
-from tests.support.helpers import BREW, Pipeline, counts_json, read_topic
-from tests.support.revenue import CLOCK, MenuRow, OrderRow, S, Sender, build, oracle, order_id, too_late_orders
+from tests.support.helpers import BREW, Pipeline, counts_json, create_topic, read_topic
+from tests.support.http import get, get_json
+from tests.support.revenue import (
+    CLOCK,
+    UNLISTED,
+    Expected,
+    MenuRow,
+    OrderRow,
+    S,
+    Scenario,
+    Sender,
+    build,
+    oracle,
+    order_id,
+    too_late_orders,
+)
+from topics.catalog import MENU_VERSIONS
 from topics.clock import wait_until
-from topics.kafka import end_offsets
+from topics.kafka import end_offsets, topic_exists
 
 GRACE_S = 10
 RETENTION_S = 3 * 3600
@@ -36,11 +53,11 @@ class Revenue:
         self.child: ChildProcess | None = None
         self.starts = 0
 
-    def start(self, **env: str) -> ChildProcess:
+    def start(self, *more: str, **env: str) -> ChildProcess:
         self.starts += 1
         args = [BREW, "revenue", "--state-dir", str(self.state), "--checkpoint-dir", str(self.ckpt),
                 "--trigger", "200ms", "--max-offsets-per-trigger", "400", "--grace", f"{GRACE_S}s",
-                "--retention", f"{RETENTION_S}s", "--print", "0", "--menu-interval", "300ms"]
+                "--retention", f"{RETENTION_S}s", "--print", "0", "--menu-interval", "300ms", *more]
         self.child = ChildProcess(f"revenue-{self.starts}", args, self.root / f"revenue-{self.starts}.log",
                                   env={"KAFKA_BOOTSTRAP": self.pipe.conn.bootstrap, **self.pipe.env, **env},
                                   error=AssertionError)
@@ -61,6 +78,23 @@ def orders_end(pipe: Pipeline) -> int:
         return sum(high for _, high in end_offsets(consumer, pipe.topics.orders, [0, 1, 2]).values())
     finally:
         consumer.close()
+
+
+def check_http(port: int, scenario: Scenario, expected: Expected) -> None:
+    """``/api/revenue`` answers the oracle's sums; ``/api/menu/<drink>?at=`` the version that held."""
+    answer = get_json(port, "/api/revenue?n=3")
+    assert answer is not None and answer["revenue"] == expected.revenue and answer["by_shop"] == expected.by_shop
+    ranked = sorted(expected.revenue, key=lambda d: (-expected.revenue[d], d))
+    assert [d["name"] for d in answer["top_drinks"]] == ranked[:3]
+    assert answer["orders"]["waiting"] == 0 and answer["orders"]["no_price"] == len(expected.no_price)
+    for row in scenario.menu[::7]:
+        at = row.t + S // 2  # between this version and the next, unless another came within the half second
+        before = [m for m in scenario.menu if m.drink == row.drink and m.t <= at]
+        held = [m for m in before if m.t == max(b.t for b in before)][-1]  # of two at one time, the later
+        doc = get_json(port, f"/api/menu/{quote(row.drink)}?at={at / S:.9f}")
+        assert doc is not None and doc["price_cents"] == held.price and doc["withdrawn"] == (held.price is None), doc
+    assert (get_json(port, f"/api/menu/{quote(UNLISTED)}") or {}).get("reason") == "unknown drink"
+    assert get(port, "/api/menu/latte?at=yesterday")[0] == 400
 
 
 def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_path: Path) -> None:
@@ -89,7 +123,8 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     child.kill()
     shutil.rmtree(daemon.state)
     # 3. The rest, the refused menu records and the closing bell that releases every order.
-    child = daemon.start()
+    port = free_port()
+    child = daemon.start("--http-port", str(port))
     sender.send(chunks.pop(0))
     for key, value, t in scenario.bad_menu:
         sender.menu(key, value, t)
@@ -97,6 +132,8 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     all_applied()
     wait_until(lambda: daemon.applied()[1] == 0, 120, "every waiting order to be released",
                give_up=child.exit_reason)
+    expected = oracle(scenario.menu, scenario.orders)
+    check_http(port, scenario, expected)
     # 4. Orders older than the join's time minus the retention: too late, whatever the batching.
     late = too_late_orders(7, 25, scenario.end_t - RETENTION_S * S)
     sender.send(list[MenuRow | OrderRow](late))
@@ -105,7 +142,6 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     assert child.wait(120) == 0, child.text()[-2000:]
     assert "the store is empty: restoring it from" in (tmp_path / "revenue-4.log").read_text()
 
-    expected = oracle(scenario.menu, scenario.orders)
     got = counts_json(pipe.conn, daemon.state)
     assert got["revenue"] == expected.revenue
     assert got["by_shop"] == expected.by_shop
@@ -123,3 +159,38 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     assert sum(1 for cause, _ in causes if cause == "bad menu record") == len(scenario.bad_menu)
     assert len(causes) == len(expected.no_price) + len(late) + len(scenario.bad_menu)
     assert json.loads(json.dumps(got["offsets"]))  # the offsets are printed
+
+
+def test_the_menu_topic_created_again_under_the_daemon_prices_nothing_wrong(pipe: Pipeline, tmp_path: Path) -> None:
+    """Deleted and created again while the daemon runs, then filled again: one line says so,
+    orders wait while it is gone, and every sum is the oracle's (a version read again
+    changes nothing)."""
+    scenario = build(seed=9, n_orders=1500, start_ns=time.time_ns() - 3 * 3600 * S, grace_ns=GRACE_S * S)
+    rows = scenario.sequence
+    half = len(rows) // 2
+    sender = Sender(pipe.conn, pipe.topics.orders, pipe.topics.menu)
+    daemon = Revenue(pipe, tmp_path)
+    child = daemon.start()
+    sender.send(rows[:half])
+    end = orders_end(pipe)
+    wait_until(lambda: daemon.applied()[0] >= end, 240, "the first half applied", give_up=child.exit_reason)
+
+    admin = pipe.conn.admin()
+    admin.delete_topics([pipe.topics.menu])[pipe.topics.menu].result()
+    wait_until(lambda: not topic_exists(pipe.conn, pipe.topics.menu), 60, "the menu topic to be gone")
+    create_topic(pipe.conn, pipe.topics.menu, 3, MENU_VERSIONS)
+    sender.send([r for r in rows[:half] if isinstance(r, MenuRow)])
+    child.wait_for("was deleted and created again", 60)
+    sender.send([*rows[half:], MenuRow(CLOCK, scenario.end_t, 1)])
+    end = orders_end(pipe)
+    wait_until(lambda: daemon.applied() == (end, 0), 240, "every order applied and released",
+               give_up=child.exit_reason)
+    child.terminate()
+    assert child.wait(120) == 0, child.text()[-2000:]
+    assert child.text().count("was deleted and created again") == 1
+
+    expected = oracle(scenario.menu, scenario.orders)
+    got = counts_json(pipe.conn, daemon.state)
+    assert (got["revenue"], got["by_shop"]) == (expected.revenue, expected.by_shop)
+    refused = [order_id(m.value()) for m in read_topic(pipe.conn, pipe.topics.revenue_dlq)]
+    assert sorted(refused) == sorted(expected.no_price)
