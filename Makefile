@@ -12,7 +12,7 @@ QUIX_VENV := .cache/bench/quix-venv
 KSTREAMS_SRC := $(wildcard bench/kstreams/src/brewbench/*.java)
 KSTREAMS_JAR := .cache/bench/brewbench-kstreams.jar
 
-.PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench bench-quick events windows prometheus
+.PHONY: install run run-cluster test lint docs unit sandbox-up sandbox-down clean bench bench-quick events windows revenue prometheus
 
 GATE_SRC := $(wildcard service/drink_count/jvm/brewstream/*.java service/spark/jvm/brewstream/*.java)
 GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
@@ -78,6 +78,18 @@ windows: install
 	$(BREW) sandbox up
 	$(BREW) topics create
 	$(BREW) windows
+
+# The revenue join, live: a menu whose prices change every few seconds (some late, now and
+# then a drink withdrawn) and the order feed in the background, then the pipeline's table.
+revenue: install
+	$(BREW) sandbox up
+	$(BREW) topics create
+	@mkdir -p .sandbox
+	@trap 'kill $$menu $$feed 2>/dev/null' EXIT; \
+	  $(BREW) seed-menu --start 1m --step 3s --rate 3s --burst 3 --max-late 8s > .sandbox/seed-menu.log 2>&1 & menu=$$!; \
+	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
+	  echo "feeding a menu and orders in the background (logs: .sandbox/seed-menu.log, .sandbox/seed-orders.log); Ctrl+C stops all"; \
+	  $(BREW) revenue
 
 test: install lint docs prometheus
 	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }

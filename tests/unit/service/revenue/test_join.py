@@ -171,3 +171,39 @@ def test_of_two_versions_at_one_time_the_later_record_holds() -> None:
     menu = [MenuUpdate("latte", 0, 300), MenuUpdate("latte", 0, 350), MenuUpdate("clock", 100 * S, 1)]
     result = step(JoinState(), menu, [Order(0, 0, 50 * S, "s", (("latte", 1),))], CFG)
     assert [p.cents for p in result.priced] == [350]
+
+
+def test_the_docs_timeline() -> None:
+    """docs/concepts/revenue.md's worked timeline, step by step (grace 10 s, retention 1 h)."""
+    cfg = JoinConfig(grace_ns=10 * S, retention_ns=3600 * S, window_ns=3600 * S)
+
+    def at(hms: str) -> int:
+        h, m, s = map(int, hms.split(":"))
+        return ((h * 60 + m) * 60 + s) * S
+
+    def order(name: str, hms: str, drink: str, qty: int) -> Order:
+        return Order(0, ord(name), at(hms), "shop-1", ((drink, qty),))
+
+    steps: list[tuple[MenuUpdate | Order, dict[str, int | str]]] = [
+        (MenuUpdate("latte", at("10:00:00"), 300), {}),
+        (order("A", "10:04:58", "latte", 1), {}),
+        (order("B", "10:05:02", "latte", 2), {}),
+        (MenuUpdate("latte", at("10:05:00"), 350), {}),  # 2 s behind the join: within the grace
+        (order("C", "10:05:09", "mocha", 1), {"A": 300}),
+        (order("D", "10:05:13", "latte", 1), {"B": 700}),
+        (MenuUpdate("latte", at("10:05:01"), 330), {}),  # 12 s behind: B keeps 350, D takes 330
+        (order("E", "09:04:00", "latte", 1), {"E": "too late"}),
+        (order("F", "10:05:30", "latte", 1), {"C": "no price", "D": 330}),
+    ]
+    state = JoinState()
+    store: dict[bytes, bytes] = {}
+    for record, outcome in steps:
+        menu, orders = ([record], []) if isinstance(record, MenuUpdate) else ([], [record])
+        result = step(state, menu, orders, cfg)
+        got: dict[str, int | str] = {chr(p.order.offset): p.cents for p in result.priced}
+        got.update({chr(r.order.offset): r.reason.split(":", 1)[0] for r in result.refused})
+        assert got == outcome, record
+        rev = decode_revenue_state(sorted(store.items()))
+        for key, value in step_entries(rev, result, cfg.window_ns, 0, 0, {}):
+            store.pop(key, None) if value is None else store.__setitem__(key, value)
+        state = decode_revenue_state(sorted(store.items())).join
