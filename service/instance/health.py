@@ -28,6 +28,33 @@ def role_pattern(role: str) -> re.Pattern[str]:
 PHASES = STARTING, RESTORING, ACTIVE, STANDBY, FENCED, STOPPED = (
     "starting", "restoring", "active", "standby", "fenced", "stopped")
 
+# The moves an instance may make, checked in one place (``check_move``), like Kafka Streams'
+# ``StreamThread.State``. What they hold: an instance is active only once its query started
+# (from starting: never straight from a restore, a standby spell or a fencing, so it never
+# serves a store it has not caught up and fenced for); a standby is one that caught up
+# (restoring or starting, never straight from active: a fenced active restores first);
+# stopped is the end. Staying in a phase with another reason is a move too.
+MOVES: dict[str, frozenset[str]] = {
+    STARTING: frozenset({STARTING, RESTORING, ACTIVE, STANDBY, FENCED, STOPPED}),
+    RESTORING: frozenset({RESTORING, STARTING, STANDBY, FENCED, STOPPED}),
+    ACTIVE: frozenset({ACTIVE, STARTING, RESTORING, FENCED, STOPPED}),
+    STANDBY: frozenset({STANDBY, RESTORING, STARTING, FENCED, STOPPED}),
+    FENCED: frozenset({FENCED, RESTORING, STARTING, STOPPED}),
+    STOPPED: frozenset({STOPPED}),
+}
+
+
+class IllegalMove(RuntimeError):
+    """A move the table above does not allow: a defect of the runner, never of the input."""
+
+
+def check_move(current: str, new: str) -> None:
+    """``IllegalMove`` unless an instance in phase ``current`` may move to ``new``."""
+    if new not in MOVES:
+        raise ValueError(f"unknown phase {new!r}")
+    if new not in MOVES[current]:
+        raise IllegalMove(f"an instance cannot move from {current} to {new}")
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -104,10 +131,9 @@ class Health:
         listener(self.phase)
 
     def set(self, name: str, reason: str = "", query_alive: Callable[[], bool] | None = None) -> None:
-        if name not in PHASES:
-            raise ValueError(f"unknown phase {name!r}")
         reason = redact(reason)  # the probes and the log show it; no config value may ride along
         with self._lock:
+            check_move(self._phase.name, name)
             if (self._phase.name, self._phase.reason, self._phase.query_alive) == (name, reason, query_alive):
                 return
             self._phase = Phase(name, reason, time.time(), query_alive)

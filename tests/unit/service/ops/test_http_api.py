@@ -67,6 +67,7 @@ def test_probes_follow_the_phase_and_the_query() -> None:
         health.set(RESTORING, "catching up with the changelog")
         assert get(api, "/readyz") == (503, "not ready: restoring (catching up with the changelog)\n")
         assert get(api, "/healthz")[0] == 200  # a long restore is no reason to restart
+        health.set(STARTING, "starting the query")
         running = [True]
         health.set(ACTIVE, query_alive=lambda: running[0])
         assert get(api, "/readyz") == (200, "ready: active\n")
@@ -78,10 +79,11 @@ def test_probes_follow_the_phase_and_the_query() -> None:
             raise RuntimeError("gateway gone")
         health.set(ACTIVE, query_alive=broken)
         assert get(api, "/healthz")[0] == 503
-        health.set(STANDBY, "following the changelog")
-        assert get(api, "/readyz") == (200, "ready: standby (following the changelog)\n")
         health.set(FENCED, "another instance took over the changelog")
         assert get(api, "/healthz") == (503, "not alive: fenced (another instance took over the changelog)\n")
+        health.set(RESTORING, "catching up with the changelog as a standby")
+        health.set(STANDBY, "following the changelog")
+        assert get(api, "/readyz") == (200, "ready: standby (following the changelog)\n")
     finally:
         api.stop()
 
@@ -124,16 +126,20 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
             assert json.loads(body)["error"] == "not serving the store: restoring (catching up with the changelog)"
             assert json.loads(get(api, "/api/status")[1])["role"] == "restoring"  # with its progress
             assert get(api, "/api/top?n=0")[0] == 400  # a bad query is refused first, whatever the phase
-            for phase in (STARTING, FENCED, STOPPED):  # not serving: its store may stand still
+            for phase in (STARTING, FENCED):  # not serving: its store may stand still
                 health.set(phase)
                 assert get(api, "/api/counts")[0] == 503
+            health.set(RESTORING, "catching up with the changelog as a standby")
             health.set(STANDBY, "following the changelog")
             assert json.loads(get(api, "/api/counts")[1])["role"] == "standby"
+            health.set(STARTING, "starting the query")
             health.set(ACTIVE, query_alive=lambda: False)
             assert get(api, "/api/counts")[0] == 503  # a dead query: /readyz says not ready too
         health.set(ACTIVE)
         assert get(api, "/api/counts")[0] == 503  # detached: the store may be closed now
         with serving(api, store):  # attached again (a store opened again): not whole until told
+            assert get(api, "/api/counts")[0] == 503
+            health.set(STOPPED)
             assert get(api, "/api/counts")[0] == 503
     finally:
         api.stop()
