@@ -86,7 +86,7 @@ revenue: install
 	$(BREW) topics create
 	@mkdir -p .sandbox
 	@trap 'kill $$menu $$feed 2>/dev/null' EXIT; \
-	  $(BREW) seed-menu --start 1m --step 3s --rate 3s --burst 3 --max-late 8s > .sandbox/seed-menu.log 2>&1 & menu=$$!; \
+	  $(BREW) seed-menu --start 1m --step 3s --rate 3s --burst 3 > .sandbox/seed-menu.log 2>&1 & menu=$$!; \
 	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
 	  echo "feeding a menu and orders in the background (logs: .sandbox/seed-menu.log, .sandbox/seed-orders.log); Ctrl+C stops all"; \
 	  $(BREW) revenue

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -98,8 +98,12 @@ class _Drink:
 class MenuGenerator:
     """An endless stream of menu records; ``tally`` counts what it has handed out."""
 
-    def __init__(self, cfg: MenuConfig, seed: int | None = None) -> None:
+    def __init__(self, cfg: MenuConfig, seed: int | None = None, clock_ns: Callable[[], int] | None = None) -> None:
         self.cfg = cfg
+        # With a clock, no step is stamped after it (a record's event time may then run at
+        # most a few nanoseconds ahead of its Kafka timestamp): a menu sent faster than its
+        # --step would otherwise run into the future, where a consumer refuses it.
+        self._clock_ns = clock_ns
         self.tally = MenuTally()
         self._rng = random.Random(seed)
         self._high_ns = cfg.start_ns  # the latest event time handed out
@@ -112,10 +116,13 @@ class MenuGenerator:
             drinks[name] = _Drink(price, cfg.start_ns, times={cfg.start_ns})
             self.tally.prices += 1
             yield menu_record(name, price, cfg.start_ns, cfg.currency)
-        step = 0
+        step, now_ns = 0, cfg.start_ns
         while True:
             step += 1
-            now_ns = cfg.start_ns + step * cfg.step_ns
+            planned = cfg.start_ns + step * cfg.step_ns
+            if self._clock_ns is not None:
+                planned = min(planned, self._clock_ns())
+            now_ns = max(now_ns + 1, planned)  # each step later than the one before
             yield from self._step(drinks, step, now_ns)
 
     def _step(self, drinks: dict[str, _Drink], step: int, now_ns: int) -> Iterator[MenuRecord]:

@@ -215,11 +215,13 @@ def _currency(code: str) -> str:
               help="Event time of the opening price list: a duration back from now (2h) or a time such as "
                    "2026-11-23T10:00:00Z.  [default: now]")
 @click.option("--step", type=DURATION, default="1m", show_default=True,
-              help="Event time between one step of price changes and the next (a few drinks each).")
+              help="Event time between one step of price changes and the next (a few drinks each); never "
+                   "past the clock: a menu sent faster than its steps is stamped at most now.")
 @click.option("--late-fraction", type=click.FloatRange(0, 1), default=0.1, show_default=True,
               help="Share of price changes sent out of order, stamped before changes already sent.")
-@click.option("--max-late", type=DURATION, default="2m", show_default=True,
-              help="How far before the latest event time sent an out-of-order change may be stamped.")
+@click.option("--max-late", type=DURATION, default="5s", show_default=True,
+              help="How far before the latest event time sent an out-of-order change may be stamped; below "
+                   "`brewstream revenue --grace` (10s), every late change still prices the orders after it.")
 @click.option("--withdraw-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True,
               help="Share of changes that withdraw a drink (an empty value); it is listed again at a later step.")
 def seed_menu(conn: KafkaConnection, topic_prefix: str, count: int | None, rate: float, burst: int, seed: int | None,
@@ -247,7 +249,7 @@ def seed_menu(conn: KafkaConnection, topic_prefix: str, count: int | None, rate:
         raise click.BadParameter(str(exc)) from None
     topic = Topics(topic_prefix).menu
     require_broker(conn)
-    menu = MenuGenerator(cfg, seed)
+    menu = MenuGenerator(cfg, seed, clock_ns=time.time_ns)
     pace = f"{burst} records every {format_duration(rate)}" if rate else "as fast as possible"
     click.echo(f"seed-menu: {pace} to {topic}, prices from {utc_iso(start_ns / 1e9)} in steps of "
                f"{format_duration(step)}" + (f", {count} records in all" if count is not None else " until Ctrl+C"),

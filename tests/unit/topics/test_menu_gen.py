@@ -204,3 +204,18 @@ def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
 @given(st.from_regex(r"[A-Z]{3}", fullmatch=True))
 def test_three_capital_letters_are_a_currency(code: str) -> None:
     assert check_currency(code) == code
+
+
+def test_with_a_clock_no_step_runs_past_it() -> None:
+    """Sent faster than its steps, a menu is stamped at most now (a few nanoseconds on), and
+    still never twice at one time for a drink."""
+    from topics.event_time import decode_event_time
+    from topics.menu_gen import MenuConfig, MenuGenerator
+
+    now = 1_790_000_000 * 10**9
+    cfg = MenuConfig(now - 60 * 10**9, 60 * 10**9, "EUR", 0.3, 5 * 10**9, 0.05)
+    records = list(itertools.islice(MenuGenerator(cfg, 3, clock_ns=lambda: now), 500))
+    times = [decode_event_time(r[2][0][1]) for r in records]
+    assert max(times) <= now + len(records)
+    seen = [(r[0], t) for r, t in zip(records, times, strict=True)]
+    assert len(seen) == len(set(seen))

@@ -29,7 +29,7 @@ def test_seed_menu_help_names_every_flag_with_its_default() -> None:
     assert result.exit_code == 0, result.output
     for flag, default in [("--count", None), ("--rate", "1s"), ("--burst", "16"), ("--seed", None),
                           ("--currency", "EUR"), ("--start", "now"), ("--step", "1m"), ("--late-fraction", "0.1"),
-                          ("--max-late", "2m"), ("--withdraw-fraction", "0.05")]:
+                          ("--max-late", "5s"), ("--withdraw-fraction", "0.05")]:
         entry = help_entry(result.output, flag)
         if default is not None:
             assert f"default: {default}" in entry, entry
