@@ -109,6 +109,13 @@ def through_outages(step: Callable[[], T], stop: threading.Event,
 # STALL_S + WATCH_EVERY_S + BACKLOG_ASK_S of the last commit while input waits.
 STALL_S = 5.0
 WATCH_EVERY_S = 1.0
+# A batch that is still computing is progress, not a stall, for as long as a batch may
+# take: a query's first one (a cold JVM compiling while it reads a backlog: 5.6 s for 3,000
+# orders here) up to FIRST_BATCH_S, later ones SLOW_BATCH_FACTOR times the last one's time
+# (a catch-up's batches of a million records take seconds each), and never less than
+# STALL_S. Beyond that, and for a query that cannot even plan a batch, the rule above holds.
+FIRST_BATCH_S = 60.0
+SLOW_BATCH_FACTOR = 3.0
 # One question for the input's end offsets: a leader that answers does so in milliseconds.
 BACKLOG_ASK_S = 2.0
 BEGIN, END = "begin", "end"
@@ -118,6 +125,14 @@ def stalled_for(now: float, committed_at: float, idle_at: float, waiting: bool) 
     """Pure: how long input has waited with no batch committed: since the later of the last
     commit and the last time nothing waited; 0 when nothing waits now. Times are monotonic."""
     return max(0.0, now - max(committed_at, idle_at)) if waiting else 0.0
+
+
+def batch_allowance(last_batch_s: float | None) -> float:
+    """Pure: how long a batch in flight may run before it counts as stalled (see above);
+    ``last_batch_s`` None: no batch of this query has committed yet."""
+    if last_batch_s is None:
+        return FIRST_BATCH_S
+    return max(STALL_S, SLOW_BATCH_FACTOR * last_batch_s)
 
 
 def watch_decision(in_episode: bool, stalled_s: float) -> str | None:
@@ -182,8 +197,10 @@ class ServingWatch:
     ``problem`` (``serving_problem``) only names the cause, once an episode began."""
 
     def __init__(self, committed: Callable[[], int], backlog: Backlog, problem: Callable[[], str | None],
-                 on_begin: Callable[[str], None], on_end: Callable[[], None]) -> None:
+                 on_begin: Callable[[str], None], on_end: Callable[[], None],
+                 computing: Callable[[], bool] = lambda: False) -> None:
         self.committed, self.backlog, self.problem = committed, backlog, problem
+        self.computing = computing  # a batch runs, within its allowance (``batch_allowance``)
         self.on_begin, self.on_end = on_begin, on_end
         self.waiting = False  # an episode is under way
         self._seq = committed()
@@ -219,6 +236,8 @@ class ServingWatch:
             if self._stop.is_set():
                 return
             decision = watch_decision(self.waiting, stalled)
+            if decision == BEGIN and self.computing():
+                decision = None  # slow, not stalled: said only once the batch outlives its allowance
             if decision == BEGIN:
                 self.waiting = True
                 self.on_begin(f"no batch committed for {stalled:.0f}s while {waiting}")

@@ -384,7 +384,7 @@ class Daemon:
                     old.stop()
                 backlog = InputBacklog(cfg.conn, store, p.input_topic, self.input_partitions)
                 watches[:] = [ServingWatch(lambda: sink.seq, backlog, lambda: serving_problem(cfg.conn, self.topics()),
-                                           self._kafka_cannot_serve, serving)]
+                                           self._kafka_cannot_serve, serving, sink.computing)]
                 watches[0].start()
 
             def lost() -> str | None:

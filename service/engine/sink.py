@@ -20,6 +20,7 @@ from restorer.codec import LAST_BATCH_MS, Entry, encode_u64, meta_key
 from restorer.commit import commit_batch
 from restorer.faults import FaultPlan
 from restorer.store import Store
+from service.engine.outage import batch_allowance
 from service.engine.start_point import PlannedBatch, planned_batch
 from service.records.limits import MAX_NAME_BYTES
 from topics.errors import BrewError
@@ -84,16 +85,28 @@ class OrderedCommitSink:
         self.failure: BaseException | None = None  # what stopped this sink, for a one-line error
         self._lock = threading.Lock()
         self._closed = False
+        self._batch_started: float | None = None  # monotonic start of the batch in flight
+        self._last_batch_s: float | None = None  # how long the last batch that went through took
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         with self._lock:
             if self._closed:
                 raise SinkClosed(f"shutting down; batch {batch_id} left for the next start")
+            self._batch_started = started = time.monotonic()
             try:
                 self._apply(df, batch_id)
             except BaseException as exc:
                 self._failed(exc)
                 raise
+            finally:
+                self._batch_started = None
+            self._last_batch_s = time.monotonic() - started
+
+    def computing(self) -> bool:
+        """A batch is in flight and has not outlived what a batch may take
+        (``engine.outage.batch_allowance``): slow is not stalled."""
+        started = self._batch_started
+        return started is not None and time.monotonic() - started < batch_allowance(self._last_batch_s)
 
     def close(self, timeout_s: float = -1) -> bool:
         """Refuse new batches, and wait for the batch in flight to commit (at most

@@ -15,10 +15,13 @@ from service.engine import outage
 from service.engine.outage import (
     BEGIN,
     END,
+    FIRST_BATCH_S,
+    SLOW_BATCH_FACTOR,
     STALL_S,
     Outage,
     ServingWatch,
     backlog_text,
+    batch_allowance,
     query_failed_on_kafka,
     refusal_causes,
     stalled_for,
@@ -282,3 +285,31 @@ def test_a_refused_sources_causes_are_added_and_no_other_failures() -> None:
     assert refusal_causes(refused) == "\ncause: javax.net.ssl.SSLHandshakeException: PKIX path building failed"
     assert refusal_causes(_Failed("java.io.IOException: No space left on device", trace)) == ""
     assert refusal_causes(ValueError("SaslAuthenticationException: x")) == ""  # no trace: nothing more
+
+
+def test_a_batch_still_computing_within_its_allowance_is_slow_not_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold first batch over a backlog took 5.6 s and was called "Kafka cannot serve this
+    instance now"; a batch that outlives its allowance, or no batch at all, still is."""
+    now = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
+    said: list[str] = []
+    backlog = Backlog()
+    backlog.waiting = "3000 records of orders wait"
+    computing = [True]
+    watch = ServingWatch(lambda: 0, backlog, lambda: None, said.append, lambda: said.append("served"),
+                         lambda: computing[0])
+    for _ in range(20):
+        now[0] += 1
+        watch.check()
+    assert said == [] and not watch.waiting
+    computing[0] = False  # past its allowance, or the query stopped planning batches
+    now[0] += 1
+    watch.check()
+    assert said and said[0].startswith("no batch committed for 21s") and watch.waiting
+
+
+@given(st.one_of(st.none(), st.floats(0, 1e6)))
+def test_a_batch_s_allowance(last_batch_s: float | None) -> None:
+    allowance = batch_allowance(last_batch_s)
+    assert allowance >= STALL_S
+    assert allowance == (FIRST_BATCH_S if last_batch_s is None else max(STALL_S, SLOW_BATCH_FACTOR * last_batch_s))
