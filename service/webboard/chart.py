@@ -1,21 +1,16 @@
-"""The event-time vs processing-time chart: counts per window from the windows store.
-
-The store is opened read-only for every refresh: a read-only RocksDB view is a point
-in time, so a fresh one is the only way to see what the running daemon wrote since.
-"""
+"""The event-time vs processing-time chart: counts per window from the windows store,
+opened read-only for every refresh (``stores.read_store``)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from restorer.store import StateDir, Store
+from service.webboard.stores import Check, NotShown, read_store
 from service.windows.state import BAD, LATE, NO_HEADER, TOTAL, WindowsState, decode_windows_state
 from topics.clock import utc_iso
-from topics.errors import BrewError
 
 NS_PER_MS = 10**6
 BARS = 16
@@ -62,19 +57,10 @@ def unavailable(message: str) -> dict[str, Any]:
     return {"available": False, "message": message, "windows": []}
 
 
-def read_chart(state_dir: Path, bars: int = BARS, check: Callable[[Store], object] | None = None) -> dict[str, Any]:
-    """The chart of the windows store in ``state_dir``; ``check`` refuses (a BrewError) a store
-    that is not its pipeline's state yet (``restorer.restore.check_restored``): an empty store
-    whose restore has not ended is no chart of zeros."""
-    store_path = StateDir(Path(state_dir)).store_path
-    if not (store_path / "CURRENT").exists():
-        return unavailable(f"the windows pipeline has no data yet (no store in {state_dir}); "
-                           "start it with `brewstream windows`")
+def read_chart(state_dir: Path, bars: int = BARS, check: Check | None = None) -> dict[str, Any]:
+    """The chart of the windows store in ``state_dir`` (``stores.read_store`` says when none)."""
     try:
-        with Store(store_path, read_only=True) as store:
-            if check is not None:
-                check(store)
-            state = decode_windows_state(store.items())
-    except (BrewError, ValueError) as exc:
-        return unavailable(f"cannot read the windows store: {exc}")
+        state = read_store(state_dir, "windows", decode_windows_state, check)
+    except NotShown as exc:
+        return unavailable(str(exc))
     return chart_doc(state, bars)

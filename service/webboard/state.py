@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from service.instance.periodic import Every
+from service.webboard import revenue_panel
 from service.webboard.chart import read_chart, unavailable
 from service.webboard.feed import FeedView
+from service.webboard.revenue_panel import RevenuePanel
 from topics.clock import utc_iso
 
 if TYPE_CHECKING:
@@ -63,7 +65,8 @@ class Hub:
             self._cond.notify_all()
 
 
-def state_doc(feed: FeedView, chart: dict[str, Any], topics: dict[str, str], now: datetime) -> dict[str, Any]:
+def state_doc(feed: FeedView, chart: dict[str, Any], topics: dict[str, str], now: datetime,
+              revenue: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "now": utc_iso(now),
         "topics": topics,
@@ -73,16 +76,20 @@ def state_doc(feed: FeedView, chart: dict[str, Any], topics: dict[str, str], now
         "kafka_error": feed.error,
         "instances": feed.instances,
         "chart": chart,
+        "revenue": revenue if revenue is not None else revenue_panel.unavailable("no revenue store is read"),
     }
 
 
 class Refresher:
-    """Every ``interval_s``: read the feed and the windows store, publish to the hub."""
+    """Every ``interval_s``: read the feed, the windows store and the revenue store, publish
+    to the hub."""
 
     def __init__(self, hub: Hub, view: Callable[[], FeedView], windows_state_dir: Path, topics: dict[str, str],
-                 interval_s: float = REFRESH_S, check: Callable[[Store], object] | None = None) -> None:
+                 interval_s: float = REFRESH_S, check: Callable[[Store], object] | None = None,
+                 revenue: RevenuePanel | None = None) -> None:
         self.hub, self.view, self.windows_state_dir = hub, view, windows_state_dir
-        self.topics, self.check = topics, check  # ``check``: see ``chart.read_chart``
+        self.topics, self.check = topics, check  # ``check``: see ``stores.read_store``
+        self.revenue = revenue
         self._every = Every(interval_s, self.refresh, "board refresh")
 
     def start(self) -> None:
@@ -98,4 +105,11 @@ class Refresher:
         except Exception as exc:  # a broken store must not stop the ranking from updating
             log.exception("reading the windows store failed")
             chart = unavailable(f"cannot read the windows store: {exc}")
-        self.hub.publish(state_doc(self.view(), chart, self.topics, datetime.now(UTC)))
+        revenue = None
+        if self.revenue is not None:
+            try:
+                revenue = self.revenue.read()
+            except Exception as exc:  # nor must a broken revenue store
+                log.exception("reading the revenue store failed")
+                revenue = revenue_panel.unavailable(f"cannot read the revenue store: {exc}")
+        self.hub.publish(state_doc(self.view(), chart, self.topics, datetime.now(UTC), revenue))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 import uuid
@@ -14,8 +15,13 @@ import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
+from restorer.codec import encode_u64, meta_key
+from service.revenue.state import PRICED
+from service.revenue.table import money
 from tests.support.board import board, stop
 from tests.support.helpers import Pipeline, order_bytes, produce
+from tests.support.revenue import CLOCK, MenuRow, OrderRow, S, Sender, build, oracle
+from topics.clock import iso_ns
 from topics.event_time import encode_event_time
 
 pytestmark = pytest.mark.spark
@@ -166,3 +172,73 @@ def test_the_chart_is_not_drawn_from_a_windows_store_before_its_restore(pipe: Pi
     assert isinstance(chart, dict) and chart["available"] is False, chart
     assert f"is empty but changelog {pipe.topics.windows_changelog} holds records it has not applied" in \
         str(chart["message"]), chart
+
+
+def ranked(sums: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def test_the_revenue_panel_shows_the_oracles_sums(pipe: Pipeline, page: Page, tmp_path: Path) -> None:
+    """A real ``brewstream revenue --available-now`` over a menu with price changes, a drink
+    withdrawn and one never listed: the panel shows the oracle's top drinks and shops as
+    money, the orders priced and refused; before the store exists it says so, with no figure.
+    A shop named in markup is shown as the text it is."""
+    logs = tmp_path / "revenue.log", tmp_path / "board.log"
+    scenario = build(seed=11, n_orders=150, start_ns=time.time_ns() - 3 * 3600 * S, grace_ns=10 * S, span_s=120)
+    hostile = OrderRow("hostile-1", '<b class="injected">corner & co</b>', scenario.orders[0].t, (("latte", 400),))
+    orders = [*scenario.orders, hostile]
+    Sender(pipe.conn, pipe.topics.orders, pipe.topics.menu).send(
+        [*scenario.sequence, hostile, MenuRow(CLOCK, scenario.end_t, 1)])  # the clock releases every order
+    expected = oracle(scenario.menu, orders)
+    priced = len(orders) - len(expected.no_price)
+    total = sum(expected.revenue.values())
+    state = tmp_path / "revenue-state"
+    with board(pipe, tmp_path / "no-windows", logs[1], revenue_state=state) as url, explained(*logs):
+        page.goto(url)
+        expect(page.locator("#revenue-note")).to_contain_text("the revenue pipeline has no data yet")
+        expect(page.locator("#revenue-body")).to_be_hidden()
+        daemon = pipe.spawn("revenue", "--available-now", "--state-dir", str(state), "--checkpoint-dir",
+                            str(tmp_path / "ckpt"), "--grace", "10s", "--print", "0", log=logs[0])
+        try:
+            assert daemon.wait(DAEMON_READY_MS / 1000) == 0
+        finally:
+            stop(daemon.proc)
+
+        (top_drink, top_cents), (top_shop, _) = ranked(expected.revenue)[0], ranked(expected.by_shop)[0]
+        first = page.locator("#revenue-drinks tbody tr").first
+        expect(first.locator(".name")).to_have_text(top_drink, timeout=UPDATE_MS)
+        expect(first.locator(".money")).to_have_text(money(top_cents, "EUR"))
+        expect(page.locator("#revenue-note")).to_have_text("")
+        expect(page.locator("#revenue-total")).to_have_text(money(total, "EUR"))
+        expect(page.locator("#revenue-priced")).to_have_text(f"{priced:,}")
+        expect(page.locator("#revenue-no-price")).to_have_text(str(len(expected.no_price)))
+        expect(page.locator("#revenue-too-late")).to_have_text("0")
+        expect(page.locator("#revenue-waiting")).to_have_text("0")
+        expect(page.locator("#revenue-menu")).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
+        assert top_shop == hostile.shop, ranked(expected.by_shop)[:2]  # 400 lattes outsell any other shop
+        expect(page.locator("#revenue-shops tbody tr").first.locator(".name")).to_have_text(hostile.shop)
+        expect(page.locator("#revenue .injected")).to_have_count(0)
+
+        rev = api_state(url)["revenue"]
+    assert isinstance(rev, dict) and rev["available"] is True, rev
+    assert [(r["name"], r["cents"]) for r in rev["top_drinks"]] == ranked(expected.revenue)[:8]
+    assert [(r["name"], r["cents"]) for r in rev["top_shops"]] == ranked(expected.by_shop)[:8]
+    assert rev["total_cents"] == total == sum(expected.by_shop.values())
+    assert rev["orders"] == {"priced": priced, "no_price": len(expected.no_price), "too_late": 0, "waiting": 0}
+    assert rev["menu_watermark"] == iso_ns(scenario.end_t)
+
+
+def test_the_revenue_panel_is_not_shown_from_a_store_before_its_restore(pipe: Pipeline, tmp_path: Path) -> None:
+    """A lost disk under the revenue daemon: its new store is empty while the changelog holds
+    its state. The panel says so instead of showing zeros."""
+    from restorer.store import Store
+
+    produce(pipe.conn, pipe.topics.revenue_changelog, [(meta_key(PRICED), encode_u64(7))])
+    state = tmp_path / "revenue-state"
+    state.mkdir()
+    Store(state / "store").close()  # what the daemon opens before it restores
+    with board(pipe, tmp_path / "no-windows", tmp_path / "board.log", revenue_state=state) as url:
+        rev = api_state(url)["revenue"]
+    assert isinstance(rev, dict) and rev["available"] is False and "orders" not in rev, rev
+    assert f"is empty but changelog {pipe.topics.revenue_changelog} holds records it has not applied" in \
+        str(rev["message"]), rev

@@ -30,13 +30,15 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int | None:
 
 
 @contextmanager
-def board(pipe: Pipeline, windows_state: Path, log: Path) -> Iterator[str]:
-    """``brewstream board`` on a free port; yields its URL and checks it stops cleanly."""
+def board(pipe: Pipeline, windows_state: Path, log: Path, revenue_state: Path | None = None) -> Iterator[str]:
+    """``brewstream board`` on a free port; yields its URL and checks it stops cleanly. Without
+    ``revenue_state`` it reads a revenue state dir that does not exist (never the tree's own)."""
     env = {**os.environ, "KAFKA_BOOTSTRAP": pipe.conn.bootstrap, **pipe.env}
+    revenue_state = revenue_state or log.parent / "no-revenue-state"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "board", "--port", str(free_port()),
-             "--windows-state-dir", str(windows_state)],
+             "--windows-state-dir", str(windows_state), "--revenue-state-dir", str(revenue_state)],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         line = wait_until(lambda: proc.poll() is None and _url_line(log), 30, f"the board to serve ({log})")
