@@ -65,7 +65,9 @@ def _words(text: str) -> tuple[str, ...]:
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of every generated order.")
 @click.option("--scenarios", default=",".join(SCENARIOS), show_default=True,
               help=f"Which scenarios to run, comma-separated; also {', '.join(OPTIONAL_SCENARIOS)} (ingest on "
-                   "local[1], local[2] and a local Spark cluster of one and two workers).")
+                   "local[1], local[2] and a local Spark cluster of one and two workers). revenue: orders priced "
+                   "with a menu history by Kafka Streams' versioned stream-table join and by `brewstream revenue`, "
+                   "each checked against the as-of oracle (`python -m bench.revenue` on its own).")
 @click.option("--systems", default=",".join(SYSTEMS), show_default=True,
               help="Which systems to run, comma-separated (every scenario runs those it applies to).")
 @click.option("--kstreams-threads", default="1,2", show_default=True,
@@ -81,6 +83,8 @@ def _words(text: str) -> tuple[str, ...]:
               help="Orders in the scaling scenario's backlog.")
 @click.option("--scaling-min-partitions", type=click.IntRange(min=0), default=4, show_default=True,
               help="Also run the two-core set-ups with this --min-partitions (0: not).")
+@click.option("--revenue-orders", type=click.IntRange(min=1000), default=200_000, show_default=True,
+              help="Orders in the revenue scenario: --orders, at most this many.")
 @click.option("--changelog-records", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
               help="Records in the changelog the restore scenario reads.")
 @click.option("--changelog-keys", type=click.IntRange(min=3), default=1_000, show_default=True,
@@ -130,7 +134,8 @@ def _words(text: str) -> tuple[str, ...]:
 @click.option("--label", default="", help="A note stored with the results and shown above the tables.")
 def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstreams_threads: str,
           spark_shuffle_partitions: str, ours_caps: str, ours_masters: str,
-          scaling_orders: int, scaling_min_partitions: int, changelog_records: int, changelog_keys: int,
+          scaling_orders: int, scaling_min_partitions: int, revenue_orders: int, changelog_records: int,
+          changelog_keys: int,
           latency_rate: int, latency_seconds: float,
           probe_seconds: float | None, warmup_seconds: float, triggers: str, sustained_fractions: str,
           peer_sustained_fractions: str, sustained_seconds: float, failover_kills: int, windows_rate: int,
@@ -138,8 +143,8 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstre
           windows_speedup: float, flush_s: float, poll_s: float,
           profile: bool, quix_python: Path, bootstrap: str | None, work_dir: Path, keep_work: bool,
           output: Path, label: str) -> None:
-    """Ingest, restore, latency, sustained rate, recovery and event-time windows of brewstream against a plain
-    consumer, Quix Streams, Kafka Streams and Spark's own stateful aggregation."""
+    """Ingest, restore, latency, sustained rate, recovery, event-time windows and the revenue join of brewstream
+    against a plain consumer, Quix Streams, Kafka Streams and Spark's own stateful aggregation."""
     from bench.runner import run
 
     chosen = _words(scenarios)
@@ -156,6 +161,7 @@ def bench(orders: int, reps: int, seed: int, scenarios: str, systems: str, kstre
         spark_shuffle_partitions=_ints(spark_shuffle_partitions, "--spark-shuffle-partitions"),
         sweep=OursSweep(_caps(ours_caps), _words(ours_masters)),
         scaling_orders=scaling_orders, scaling_min_partitions=scaling_min_partitions or None,
+        revenue_orders=revenue_orders,
         changelog_records=changelog_records, changelog_keys=changelog_keys,
         latency_rate=latency_rate, latency_seconds=latency_seconds,
         probe_seconds=probe_seconds if probe_seconds is not None else min(15.0, latency_seconds),

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUIX_PYTHON = REPO / ".cache" / "bench" / "quix-venv" / "bin" / "python"
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "latest.json"
 DEFAULT_WORK = REPO / ".sandbox" / "bench"
-SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery", "windows")
+SCENARIOS = ("ingest", "restore", "latency", "sustained", "recovery", "windows", "revenue")
 # Run only when named in --scenarios: it starts a Spark cluster and adds about ten minutes.
 OPTIONAL_SCENARIOS = ("scaling",)
 # The one scenario that starts no Spark: it reads the changelog back into a store.
@@ -68,6 +68,9 @@ class BenchConfig:
     windows_seconds: float = 90.0
     windows_speedup: float = 30.0
     scaling_orders: int = 300_000
+    # The revenue join's orders: --orders, at most this (each run generates them and the
+    # menu history in Python, and both systems read them).
+    revenue_orders: int = 200_000
     scaling_min_partitions: int | None = 4
     profile: bool = True
     quix_python: Path = DEFAULT_QUIX_PYTHON

@@ -102,7 +102,7 @@ def headline(results: dict[str, Any]) -> list[Section]:
         sec.notes.append(f"fell behind the {results['visible']['rate']:,}/s feed in the latency runs (their latency "
                          f"climbed through the run): {', '.join(behind)}")
     sec.notes.append("every system's counts were checked against the oracle after every run; a miscount stops the "
-                     "benchmark")
+                     "benchmark (the revenue join's are recorded in its table instead: the two systems' rules differ)")
     return [sec]
 
 
@@ -142,6 +142,8 @@ def sections(results: dict[str, Any]) -> list[Section]:
         out.append(_takeover(results["takeover"]))
     if "windows" in results:
         out.append(_windows(results["windows"]))
+    if "revenue" in results:
+        out.append(_revenue(results["revenue"]))
     return out
 
 
@@ -440,3 +442,52 @@ def _windows(r: dict[str, Any]) -> Section:
                          "judges each event as it comes and commits every 100 ms, after one more hop through its "
                          "repartition topic")
     return sec
+
+
+REVENUE_RULES = {"kafka streams": "item by item: an unpriced item alone to the DLQ",
+                 "brewstream": "whole order: an order with an unpriced item to the DLQ"}
+
+
+def _revenue(r: dict[str, Any]) -> Section:
+    sec = Section(f"Revenue: {r['orders']:,} orders ({r['items']:,} items) priced with the menu version valid at their "
+                  f"event time ({r['menu_records']:,} versions), catch-up of both topics, median (min..max)",
+                  ["system", "vs the oracle", "rule for an item without a price", "orders/s", "processing s",
+                   "start-up s", "wall s", "peak RSS MiB"], text_columns=3)
+    for name, e in r["systems"].items():
+        exact = (f"exact, {e['exact_runs']}/{e['runs']} runs" if e["exact_runs"] == e["runs"] else
+                 f"DIFFERENT in {e['runs'] - e['exact_runs']}/{e['runs']} runs")
+        sec.rows.append([summary.TITLES.get(name, name) if name != "brewstream" else summary.TITLES["ours"], exact,
+                         REVENUE_RULES[name], spread(e["orders_per_s"], _n), spread(e["processing_s"], _s),
+                         spread(e["startup_s"], _s), spread(e["wall_s"], _s), spread(e["peak_rss_bytes"], _mib)])
+    o = r["oracle"]
+    sec.notes.append(f"the as-of oracle over the whole menu history: {o['unpriced_items']:,} items without a price at "
+                     f"their time, in {o['refused_orders']:,} orders; {o['partly_priced_orders']:,} of those orders "
+                     f"have priced items too, {o['item_rule_cents'] - o['whole_order_rule_cents']:,} cents that "
+                     "Kafka Streams counts and brewstream sends to its DLQ with their order; each system is checked "
+                     "against its own rule (revenue per drink and per shop, and its DLQ)")
+    if "kafka streams" in r["systems"]:
+        sec.notes.append(f"Kafka Streams: versioned store (history retention {r['retention_ms'] / 3_600_000:g} h), "
+                         f"leftJoin with grace {r['grace_ms'] / 1000:g} s, exactly_once_v2, num.stream.threads="
+                         f"{r['threads']}; processing runs from the first order read to every item summed")
+    if "brewstream" in r["systems"]:
+        sec.notes.append(f"brewstream: `brewstream revenue --available-now --grace {r['grace_ms'] / 1000:g}s "
+                         f"--retention {r['retention_ms'] / 3_600_000:g}h`, default flags otherwise "
+                         f"({r['ours_settings']}), over the same topics; processing runs from the start of its first "
+                         "batch of orders to its last commit")
+    sec.notes.append("the input ends with an order of drinks on no menu, later than everything by more than the "
+                     "grace (Kafka Streams' join clock moves only with items), and a menu record later than that by "
+                     "more than the grace (brewstream's moves with either side); brewstream's DLQ holds that order "
+                     "beyond the oracle's, Kafka Streams' join still holds its items when it stops")
+    for name, e in r["systems"].items():
+        if e["exact_runs"] != e["runs"]:
+            sec.notes.append(f"{name} differs from the oracle: {_revenue_diff(e['agreement'])}")
+    return sec
+
+
+def _revenue_diff(agree: dict[str, Any]) -> str:
+    drinks = [f"{d} {got if got is not None else '-'} vs {want}" for d, want, got in agree["per_drink"] if got != want]
+    text = f"{agree['drinks_equal']}/{agree['drinks']} drinks equal ({', '.join(drinks[:5]) or 'none differ'})"
+    if "refused_orders" in agree:
+        return (f"{text}; refused {agree['refused_orders']:,} orders vs {agree['oracle_refused_orders']:,}, too late "
+                f"{agree['too_late']:,}, waiting {agree['waiting']:,}, other DLQ {agree['other_dlq'] or 'none'}")
+    return f"{text}; DLQ {agree['dlq_items']:,} items vs {agree['oracle_unpriced']:,}"

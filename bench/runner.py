@@ -18,7 +18,18 @@ from bench.dataset import order_stream, produce_backlog
 from bench.kafka_topics import create_pipeline, delete_containing
 from bench.machine import describe, describe_commit
 from bench.procs import kill_all
-from bench.scenarios import ingest, latency, recovery, restore, scaling, sustained, takeover, visible, windows
+from bench.scenarios import (
+    ingest,
+    latency,
+    recovery,
+    restore,
+    revenue,
+    scaling,
+    sustained,
+    takeover,
+    visible,
+    windows,
+)
 from bench.systems import kstreams, ours, plain, quix, spark_native
 from service.spark.jvm_archive import CACHE_ENV, cache_dir
 
@@ -98,6 +109,8 @@ def _scenarios(ctx: BenchContext, results: dict[str, Any]) -> None:
             results["takeover"] = takeover.run(ctx, stream)
     if cfg.wants("windows") and (ours_runs or cfg.runs("kstreams")):
         results["windows"] = windows.run(ctx)
+    if cfg.wants("revenue") and (ours_runs or cfg.runs("kstreams")):
+        results["revenue"] = revenue.run_all(ctx)
 
 
 ARCHIVE_RUN_ORDERS = 20_000
