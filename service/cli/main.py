@@ -443,8 +443,8 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
               help="An order waits until the latest event time read on either side (orders or menu) passes "
                    "its own time by this much, so a price change that arrives this late still prices it.")
 @click.option("--retention", "retention_s", type=DURATION, default="1d", show_default=True,
-              help="Menu history kept: an order older than this behind the latest time read is too late "
-                   "(the DLQ, whole, with the reason). At least --grace.")
+              help="Menu history kept behind the latest order time read; an order older than the history "
+                   "already cut is too late (the DLQ, whole, with the reason). At least --grace.")
 @click.option("--window", "window_s", type=DURATION, default="1h", show_default=True,
               help="Revenue is also summed in tumbling windows of this size, by order time.")
 @click.option("--currency", default="EUR", show_default=True,

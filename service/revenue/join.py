@@ -11,9 +11,13 @@ The rule, stated once here (docs/concepts/revenue.md walks through a timeline):
   the grace, still prices every order at or after it: it arrives before any of them is
   released. That is the grace's promise, and ``tests/unit/service/revenue/test_join.py``
   checks it against an oracle that sees the whole menu history at once.
-- An order whose time is older than J - the retention when it is read is too late: the
-  versions it needs may be gone. Versions older than J - the retention are dropped,
-  except each drink's latest one at or before that point (it still holds then).
+- After each step, versions older than the history floor, the latest order time read
+  minus the retention, are dropped, except each drink's latest one at or before it (it
+  still holds then). An order older than the floor the store has already dropped to is
+  too late: the versions it needs may be gone. Too late means exactly that, so a backlog
+  read in one batch refuses nothing (no version was dropped before it), and the floor
+  follows the orders' own clock, not J: reading a backlog, the whole menu comes at the
+  first batch and J jumps to its newest record, which says nothing of how late an order is.
 - An order that is too late, or any of whose drinks has no price, is refused whole
   (the DLQ, with the reason); it never adds to any sum.
 
@@ -80,6 +84,7 @@ class JoinState:
     pending: dict[tuple[int, int], Order] = field(default_factory=dict)
     orders_time: int | None = None  # the latest order time read
     menu_time: int | None = None  # the latest menu time read: the menu's watermark
+    floor: int | None = None  # versions before this time may have been dropped
 
     @property
     def join_time(self) -> int | None:
@@ -96,6 +101,7 @@ class StepResult:
     released: list[Order] = field(default_factory=list)  # waiting orders priced or refused now
     orders_time: int | None = None
     menu_time: int | None = None
+    floor: int | None = None
 
 
 def later(a: int | None, b: int | None) -> int | None:
@@ -109,7 +115,7 @@ def step(state: JoinState, menu: Iterable[MenuUpdate], orders: Iterable[Order], 
     join's time releases. Without ``release`` (the menu could not be read: a version the
     orders need may be unread) every order waits. ``state`` is not changed; the result
     says what to write."""
-    out = StepResult(orders_time=state.orders_time, menu_time=state.menu_time)
+    out = StepResult(orders_time=state.orders_time, menu_time=state.menu_time, floor=state.floor)
     touched: dict[str, dict[int, int | None]] = {}
     latest: dict[tuple[str, int], MenuUpdate] = {}
     for u in menu:
@@ -125,10 +131,9 @@ def step(state: JoinState, menu: Iterable[MenuUpdate], orders: Iterable[Order], 
     versions: Mapping[str, dict[int, int | None]] = {**state.versions, **touched}
     waiting: list[Order] = []
     for o in fresh:
-        assert j is not None
-        if o.event_ns < j - cfg.retention_ns:
-            out.refused.append(Refused(o, f"too late: its time {iso(o.event_ns)} is more than the history "
-                                          f"retention before the join's time {iso(j)}"))
+        if state.floor is not None and o.event_ns < state.floor:
+            out.refused.append(Refused(o, f"too late: its time {iso(o.event_ns)} is before {iso(state.floor)}, "
+                                          "where the menu's history was cut (the retention behind the latest order)"))
         else:
             waiting.append(o)
     if j is not None and not release:
@@ -146,7 +151,9 @@ def step(state: JoinState, menu: Iterable[MenuUpdate], orders: Iterable[Order], 
             if o.position in state.pending:
                 out.released.append(o)
         out.waiting = [o for o in waiting if o.position not in due_at]
-        out.dropped = expired(versions, j - cfg.retention_ns)
+        if out.orders_time is not None and out.orders_time - cfg.retention_ns > (state.floor or 0):
+            out.floor = out.orders_time - cfg.retention_ns
+            out.dropped = expired(versions, out.floor)
     return out
 
 

@@ -44,6 +44,7 @@ WITHDRAWN = 0
 # Counters and times under the reserved meta family.
 ORDERS_TIME = "orders_time"
 MENU_TIME = "menu_time"
+HISTORY_FLOOR = "history_floor"
 PRICED = "priced_orders"
 NO_PRICE = "no_price_orders"
 TOO_LATE = "too_late_orders"
@@ -147,12 +148,14 @@ def decode_revenue_state(entries: Iterable[tuple[bytes, bytes]]) -> RevenueState
     meta = state.reserved.meta
     state.join.orders_time = meta.get(ORDERS_TIME)
     state.join.menu_time = meta.get(MENU_TIME)
+    state.join.floor = meta.get(HISTORY_FLOOR)
     return state
 
 
 def time_entries(join: JoinState) -> list[Entry]:
     return [(meta_key(name), encode_u64(t)) for name, t in ((ORDERS_TIME, join.orders_time),
-                                                           (MENU_TIME, join.menu_time)) if t is not None]
+                                                           (MENU_TIME, join.menu_time),
+                                                           (HISTORY_FLOOR, join.floor)) if t is not None]
 
 
 def check_value(key: bytes, value: bytes) -> str | None:
@@ -193,7 +196,8 @@ def step_entries(state: RevenueState, result: StepResult, window_ns: int, bad_or
     entries += [(drink_key(d), encode_sum(c)) for d, c in sorted(drinks.items()) if c != state.by_drink.get(d)]
     entries += [(shop_key(s), encode_sum(c)) for s, c in sorted(shops.items()) if c != state.by_shop.get(s)]
     entries += [(window_key(w), encode_sum(c)) for w, c in sorted(windows.items()) if c != state.by_window.get(w)]
-    entries += time_entries(JoinState(orders_time=result.orders_time, menu_time=result.menu_time))
+    entries += time_entries(JoinState(orders_time=result.orders_time, menu_time=result.menu_time,
+                                      floor=result.floor))
     causes = Counter(r.reason.split(":", 1)[0] for r in result.refused)
     for name, n in ((PRICED, len(result.priced)), (NO_PRICE, causes["no price"]), (TOO_LATE, causes["too late"]),
                     (BAD_ORDERS, bad_orders), (BAD_MENU, bad_menu)):

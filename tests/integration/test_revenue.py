@@ -149,8 +149,8 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
                give_up=child.exit_reason)
     expected = oracle(scenario.menu, scenario.orders)
     check_http(port, scenario, expected)
-    # 5. Orders older than the join's time minus the retention: too late, whatever the batching.
-    late = too_late_orders(7, 25, scenario.end_t - RETENTION_S * S)
+    # 5. Orders older than the latest order's time minus the retention: too late, whatever the batching.
+    late = too_late_orders(7, 25, max(o.t for o in scenario.orders) - RETENTION_S * S)
     sender.send(list[MenuRow | OrderRow](late))
     all_applied()
     child.terminate()

@@ -10,8 +10,8 @@ whole history: the latest version at or before the order's time, over every menu
 (the later of two at one time). The oracle does exactly that, with nothing but loops.
 
 Orders of a drink never on the menu, or of a drink while it is withdrawn, have no price.
-Orders stamped far in the past, sent only once the join's time is known to be past them
-plus the retention, are too late.
+Orders stamped far in the past, sent only once every other order is applied (the latest
+order time read is then past them plus the retention), are too late.
 """
 
 from __future__ import annotations

@@ -130,16 +130,26 @@ def test_a_price_change_later_than_the_grace_does_not_reprice_released_orders() 
 
 def test_an_order_older_than_the_retention_is_too_late_and_never_priced() -> None:
     cfg = JoinConfig(grace_ns=10 * S, retention_ns=60 * S, window_ns=60 * S)
-    old = Order(0, 1, 10 * S, "shop-1", (("latte", 1),))
-    batches = [([MenuUpdate("latte", 0, 300), MenuUpdate("clock", 100 * S, 1)], []), ([], [old])]
+    new, old = Order(0, 0, 100 * S, "shop-1", (("latte", 1),)), Order(0, 1, 10 * S, "shop-1", (("latte", 1),))
+    batches = [([MenuUpdate("latte", 0, 300), MenuUpdate("clock", 200 * S, 1)], [new]), ([], [old])]
     state, refused = run_join(batches, cfg)
-    assert refused == {(0, 1): "too late"} and state.by_drink == {}
+    assert refused == {(0, 1): "too late"} and state.by_drink == {"latte": 300}
+
+
+def test_a_menu_far_ahead_of_the_orders_makes_no_order_too_late() -> None:
+    """Reading a backlog, the whole menu comes first: its newest record is no clock for
+    which orders are too late."""
+    cfg = JoinConfig(grace_ns=10 * S, retention_ns=60 * S, window_ns=60 * S)
+    menu = [MenuUpdate("latte", 0, 300), MenuUpdate("latte", 5000 * S, 350)]
+    orders = [Order(0, i, (10 + i) * S, "s", (("latte", 1),)) for i in range(3)]
+    state, refused = run_join([(menu, orders)], cfg)
+    assert not refused and state.by_drink == {"latte": 900}
 
 
 def test_versions_past_the_retention_go_but_the_one_that_still_holds_stays() -> None:
     cfg = JoinConfig(grace_ns=0, retention_ns=60 * S, window_ns=60 * S)
     menu = [MenuUpdate("latte", t * S, 100 + t) for t in (0, 10, 20)] + [MenuUpdate("clock", 200 * S, 1)]
-    state, _ = run_join([(menu, [])], cfg)
+    state, _ = run_join([(menu, [Order(0, 0, 200 * S, "s", (("latte", 1),))])], cfg)
     assert state.join.versions["latte"] == {20 * S: 120}
     assert price_at(state.join.versions["latte"], 150 * S) == 120
 
