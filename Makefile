@@ -91,7 +91,7 @@ revenue: install
 	  echo "feeding a menu and orders in the background (logs: .sandbox/seed-menu.log, .sandbox/seed-orders.log); Ctrl+C stops all"; \
 	  $(BREW) revenue
 
-test: install lint docs prometheus
+test: install $(VENV)/.bench-installed lint docs prometheus
 	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

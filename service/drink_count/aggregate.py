@@ -199,11 +199,9 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     clean are counted by ``partial_counts``: here on the driver, from what the JVM carried,
     or, when a task had more than it may carry (``carry``), by the Python workers
     (``_count_in_python``)."""
-    from pyspark.sql import functions as F
+    from service.spark.session import unapplied
 
-    fresh = df.select("key", "value", "partition", "offset")
-    for partition, next_offset in applied.items():
-        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    fresh = unapplied(df.select("key", "value", "partition", "offset"), applied)
     counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry())
     if not counted.unclean:
         return merge_partials(counted.partials())

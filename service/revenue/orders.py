@@ -147,10 +147,9 @@ def parse_orders(df: DataFrame, applied: Mapping[int, int], max_ahead_ns: int, m
 
     from pyspark.sql import functions as F
 
-    from service.spark.session import collect_rows
+    from service.spark.session import collect_rows, unapplied
 
-    fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
-    for partition, next_offset in applied.items():
-        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    columns = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
+    fresh = unapplied(columns, applied)
     fn = partial(partial_orders, max_ahead_ns=max_ahead_ns, max_name_bytes=max_name_bytes, record_bytes=record_bytes)
     return merge_partials(collect_rows(fresh.mapInArrow(fn, DDL)))

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -425,6 +425,16 @@ def warm_python_workers(spark: SparkSession, module: str) -> None:
         yield from batches
 
     spark.range(slots, numPartitions=slots).mapInArrow(warm, "id long").collect()
+
+
+def unapplied(df: DataFrame, applied: Mapping[int, int]) -> DataFrame:
+    """The rows at or above the store's next offset of their partition (``applied``): a
+    replayed batch's rows below it are counted already."""
+    from pyspark.sql import functions as F
+
+    for partition, next_offset in applied.items():
+        df = df.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    return df
 
 
 def collect_rows(df: DataFrame) -> Iterator[dict[str, Any]]:

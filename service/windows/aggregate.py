@@ -241,11 +241,10 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
 
     from pyspark.sql import functions as F
 
-    from service.spark.session import collect_rows
+    from service.spark.session import collect_rows, unapplied
 
-    fresh = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
-    for partition, next_offset in applied.items():
-        fresh = fresh.where((F.col("partition") != partition) | (F.col("offset") >= next_offset))
+    columns = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
+    fresh = unapplied(columns, applied)
     fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
                  record_bytes=record_bytes, max_ahead_ns=max_ahead_ns)
     return merge_window_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))
