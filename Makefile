@@ -89,7 +89,7 @@ revenue: install
 	  $(BREW) seed-menu --start 1m --step 3s --rate 3s --burst 3 > .sandbox/seed-menu.log 2>&1 & menu=$$!; \
 	  $(BREW) seed-orders > .sandbox/seed-orders.log 2>&1 & feed=$$!; \
 	  echo "feeding a menu and orders in the background (logs: .sandbox/seed-menu.log, .sandbox/seed-orders.log); Ctrl+C stops all"; \
-	  $(BREW) revenue
+	  $(BREW) revenue --from latest
 
 test: install $(VENV)/.bench-installed lint docs prometheus
 	command -v chromium >/dev/null || { s=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$s apt-get update -q && $$s apt-get install -y -q chromium; }

@@ -456,8 +456,11 @@ def windows_cmd(window_s: float, hop_s: float | None, gap_s: float | None, delay
               help="How often the menu is read between batches.")
 @click.option("--print", "print_s", type=DURATION, default="5s", show_default=True,
               help="Table interval; 0 prints only at the end.")
+@click.option("--from", "start_from", type=click.Choice(["earliest", "latest"]), default="earliest",
+              show_default=True, help="Where a brand-new store starts reading the orders (the menu is always "
+                                      "read whole).")
 def revenue_cmd(grace_s: float, retention_s: float, window_s: float, currency: str, max_ahead_s: float,
-                tick_s: float, print_s: float, **common: Any) -> int:
+                tick_s: float, print_s: float, start_from: str, **common: Any) -> int:
     """Price each order of brew.orders.v1 with the menu version (brew.menu.v1) that held at its time, and sum
     revenue per drink, per shop and per window; orders without a price go whole to brew.revenue.dlq."""
     from service.revenue.pipeline import TableConfig, revenue_config, run
@@ -466,7 +469,7 @@ def revenue_cmd(grace_s: float, retention_s: float, window_s: float, currency: s
         cfg = revenue_config(grace_s, retention_s, window_s, currency, max_ahead_s, tick_s)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    return run(run_config(**common), cfg, TableConfig(print_s))
+    return run(run_config(**common), cfg, TableConfig(print_s), start_from)
 
 
 @cli.command("events", context_settings=CONTEXT)

@@ -40,7 +40,8 @@ class TableConfig:
     rows: int = 8
 
 
-def pipeline(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableConfig()) -> Pipeline:
+def pipeline(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableConfig(),
+             start_from: str = "earliest") -> Pipeline:
     t = cfg.topics
 
     def check(store: Store) -> None:
@@ -64,7 +65,7 @@ def pipeline(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableC
             store, changelog, t, revenue, faults, on_batch=lambda r: batch_done(r, metrics), options=options),
         make_reporter=lambda store, sink, _metrics, _may_publish: RevenueReporter(
             store, cast(RevenueSink, sink).tick, revenue.tick_s, table.print_s, table.rows, revenue.currency),
-        start_when_empty="earliest",
+        start_when_empty=start_from,
         reader_options={"includeHeaders": "true"},
         batch_module="service.revenue.orders",
         dry_run=dry_run,
@@ -90,9 +91,9 @@ def revenue_config(grace_s: float, retention_s: float, window_s: float, currency
                          round(max_ahead_s * ns), tick_s)
 
 
-def run(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableConfig(),
+def run(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableConfig(), start_from: str = "earliest",
         spark: SparkSession | None = None) -> int:
-    return run_pipeline(pipeline(cfg, revenue, table), cfg, spark)
+    return run_pipeline(pipeline(cfg, revenue, table, start_from), cfg, spark)
 
 
 # The batch line and the pattern its readers use.
