@@ -7,10 +7,11 @@ can remove exactly what it made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from bench.errors import BenchError
@@ -68,6 +69,29 @@ def high_watermarks(conn: KafkaConnection, topic: str) -> dict[int, int]:
     consumer = conn.consumer()
     try:
         return {p: high for p, (_, high) in end_offsets(consumer, topic, partitions_of(conn, topic)).items()}
+    finally:
+        consumer.close()
+
+
+def committed_messages(conn: KafkaConnection, topic: str, timeout: float = 120.0) -> Iterator[Message]:
+    """Every committed record of ``topic`` up to its end offsets of now, as it comes."""
+    consumer = conn.consumer({"isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        parts = partitions_of(conn, topic)
+        ends = {p: high for p, (_low, high) in end_offsets(consumer, topic, parts).items()}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        todo = {p for p, e in ends.items() if e > 0}
+        deadline = time.monotonic() + timeout
+        while todo:
+            if time.monotonic() > deadline:
+                raise BenchError(f"{topic} was not read to its end within {timeout:.0f}s")
+            for msg in consumer.consume(10_000, timeout=0.2):
+                if msg.error() is not None:
+                    raise BenchError(f"reading {topic} failed: {msg.error()}")
+                yield msg
+            for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
     finally:
         consumer.close()
 

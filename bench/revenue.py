@@ -46,12 +46,11 @@ from typing import Any
 
 import click
 import orjson
-from confluent_kafka import TopicPartition
 
 from bench import revenue_ours
 from bench.config import REPO
 from bench.errors import BenchError
-from bench.kafka_topics import create_pipeline, create_plain, delete_containing
+from bench.kafka_topics import committed_messages, create_pipeline, create_plain, delete_containing
 from bench.outputs import latest_sums
 from bench.procs import Child, kill_all, run_to_end
 from bench.revenue_data import MS, AsOf, Dataset, MenuVersion, Oracle, Order, Plan, flush_drinks, generate, oracle
@@ -60,7 +59,8 @@ from bench.systems import kstreams
 from topics.catalog import Topics
 from topics.errors import BrewError
 from topics.event_time import EVENT_TIME, encode_event_time
-from topics.kafka import KafkaConnection, end_offsets, partitions_of, require_broker
+from topics.kafka import KafkaConnection, require_broker
+from topics.records import produce_waiting
 
 MAIN = "brewbench.RevenueJoin"
 TIMEOUT_S = 3600.0
@@ -156,20 +156,20 @@ def _menu_producer(conn: KafkaConnection) -> Any:
 
 def _produce_version(producer: Any, topic: str, v: MenuVersion) -> None:
     headers = [(EVENT_TIME, encode_event_time(v.time_ns))] if v.header else None
-    _produce(producer, topic, v.drink.encode(), v.value(), v.time_ns // MS, headers)
+    produce_waiting(producer, topic, v.drink.encode(), v.value(), headers=headers, timestamp_ms=v.time_ns // MS)
 
 
 def _produce_order(producer: Any, topic: str, order: Order) -> None:
     # The Kafka timestamp is the time of producing: only the header carries the event time.
-    _produce(producer, topic, order.shop_id.encode(), order.value(), None,
-             [(EVENT_TIME, encode_event_time(order.time_ns))])
+    produce_waiting(producer, topic, order.shop_id.encode(), order.value(),
+                    headers=[(EVENT_TIME, encode_event_time(order.time_ns))])
 
 
 def _produce_flush(producer: Any, topic: str, partitions: int, at_ns: int) -> None:
     """The flush order: one item of a drink on every partition of the repartition topic."""
     items = [{"drink": d, "quantity": 1} for d in flush_drinks(partitions)]
     value = orjson.dumps({"order_id": "o-flush", "shop_id": FLUSH_SHOP, "items": items})
-    _produce(producer, topic, FLUSH_SHOP.encode(), value, None, [(EVENT_TIME, encode_event_time(at_ns))])
+    produce_waiting(producer, topic, FLUSH_SHOP.encode(), value, headers=[(EVENT_TIME, encode_event_time(at_ns))])
 
 
 def _order_producer(conn: KafkaConnection) -> Any:
@@ -217,44 +217,10 @@ def feed_live(conn: KafkaConnection, topics: RevenueTopics, data: Dataset, parti
     return time.monotonic() - started
 
 
-def _produce(producer: Any, topic: str, key: bytes, value: bytes, timestamp_ms: int | None,
-             headers: list[tuple[str, bytes]] | None) -> None:
-    kwargs: dict[str, Any] = {}
-    if timestamp_ms is not None:
-        kwargs["timestamp"] = timestamp_ms
-    if headers:
-        kwargs["headers"] = headers
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.1)
-
-
 def read_records(conn: KafkaConnection, topic: str, timeout: float = 120.0) -> list[tuple[bytes, bytes, int]]:
     """Every committed record of ``topic`` up to its end offsets of now: (key, value, Kafka timestamp in ms)."""
-    consumer = conn.consumer({"isolation.level": "read_committed", "enable.auto.commit": False})
-    try:
-        parts = partitions_of(conn, topic)
-        ends = {p: high for p, (_low, high) in end_offsets(consumer, topic, parts).items()}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        todo = {p for p, e in ends.items() if e > 0}
-        out: list[tuple[bytes, bytes, int]] = []
-        deadline = time.monotonic() + timeout
-        while todo:
-            if time.monotonic() > deadline:
-                raise BenchError(f"{topic} was not read to its end within {timeout:.0f}s")
-            for msg in consumer.consume(10_000, timeout=0.2):
-                if msg.error() is not None:
-                    raise BenchError(f"reading {topic} failed: {msg.error()}")
-                out.append((msg.key() or b"", msg.value() or b"", msg.timestamp()[1]))
-            for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-        return out
-    finally:
-        consumer.close()
+    return [(msg.key() or b"", msg.value() or b"", msg.timestamp()[1])
+            for msg in committed_messages(conn, topic, timeout)]
 
 
 def app_args(conn: KafkaConnection, topics: RevenueTopics, settings: JoinSettings, items: int, work: Path,

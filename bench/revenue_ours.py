@@ -19,21 +19,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import TopicPartition
 
 from bench.errors import BenchError
+from bench.kafka_topics import committed_messages
 from bench.procs import Child, run_to_end
 from bench.revenue_data import Oracle
 from service.revenue.pipeline import BATCH_PATTERN
 from topics.catalog import Topics
 from topics.clock import format_duration
-from topics.kafka import KafkaConnection, end_offsets, partitions_of
+from topics.kafka import KafkaConnection
 
 BREW = str(Path(sys.executable).parent / "brewstream")
 TIMEOUT_S = 3600.0
@@ -114,36 +113,19 @@ def counts(conn: KafkaConnection, topics: Topics, state: Path) -> dict[str, Any]
 
 def read_dlq(conn: KafkaConnection, topic: str, timeout: float = 120.0) -> Dlq:
     """Every committed record of the DLQ, sorted by its ``error`` header."""
-    consumer = conn.consumer({"isolation.level": "read_committed", "enable.auto.commit": False})
     dlq = Dlq()
-    try:
-        parts = partitions_of(conn, topic)
-        ends = {p: high for p, (_low, high) in end_offsets(consumer, topic, parts).items()}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        todo = {p for p, e in ends.items() if e > 0}
-        deadline = time.monotonic() + timeout
-        while todo:
-            if time.monotonic() > deadline:
-                raise BenchError(f"{topic} was not read to its end within {timeout:.0f}s")
-            for msg in consumer.consume(10_000, timeout=0.2):
-                if msg.error() is not None:
-                    raise BenchError(f"reading {topic} failed: {msg.error()}")
-                reason = _error_header(msg.headers() or [])
-                if reason.startswith("no price") and FLUSH_REASON in reason:
-                    dlq.flush += 1
-                elif reason.startswith("no price"):
-                    dlq.no_price += 1
-                elif reason.startswith("too late"):
-                    dlq.too_late += 1
-                else:
-                    cause = reason.split(":", 1)[0]
-                    dlq.other[cause] = dlq.other.get(cause, 0) + 1
-            for tp in consumer.position([TopicPartition(topic, p) for p in sorted(todo)]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-        return dlq
-    finally:
-        consumer.close()
+    for msg in committed_messages(conn, topic, timeout):
+        reason = _error_header(msg.headers() or [])
+        if reason.startswith("no price") and FLUSH_REASON in reason:
+            dlq.flush += 1
+        elif reason.startswith("no price"):
+            dlq.no_price += 1
+        elif reason.startswith("too late"):
+            dlq.too_late += 1
+        else:
+            cause = reason.split(":", 1)[0]
+            dlq.other[cause] = dlq.other.get(cause, 0) + 1
+    return dlq
 
 
 def _error_header(headers: object) -> str:

@@ -18,7 +18,7 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
                     partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
-                    on_delivery: DeliveryCallback | None = None) -> None:
+                    on_delivery: DeliveryCallback | None = None, timestamp_ms: int | None = None) -> None:
     """Produce one record; when the local queue is full, serve deliveries until there is room.
 
     Once the producer has a fatal error, ``produce`` raises only ``_FATAL`` ("Local: Fatal
@@ -31,6 +31,8 @@ def produce_waiting(producer: Producer, topic: str, key: bytes | None, value: by
         kwargs["headers"] = headers
     if on_delivery is not None:
         kwargs["on_delivery"] = on_delivery
+    if timestamp_ms is not None:
+        kwargs["timestamp"] = timestamp_ms
     while True:
         try:
             producer.produce(topic, key=key, value=value, **kwargs)
