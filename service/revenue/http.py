@@ -39,7 +39,8 @@ def menu_answer(state: RevenueState, drink: str, at: int | None) -> dict[str, ob
     when = at if at is not None else max(history, default=0)
     held = [t for t in history if t <= when]
     since = max(held, default=None)
-    doc: dict[str, object] = {**batch_fields(state.reserved), "drink": drink, "at": iso_ns(when) if at else None,
+    doc: dict[str, object] = {**batch_fields(state.reserved), "drink": drink,
+                              "at": None if at is None else iso_ns(when),
                               "price_cents": price_at(history, when) if held else None,
                               "valid_from": None if since is None else iso_ns(since),
                               "withdrawn": since is not None and history[since] is None,

@@ -23,6 +23,7 @@ from itertools import chain
 from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
+from restorer.codec import meta_key
 from restorer.faults import FaultPlan
 from restorer.store import Store
 from service.dlq.records import dlq_records
@@ -84,9 +85,9 @@ class RevenueSink(OrderedCommitSink):
                 return
             try:
                 t0 = time.monotonic()
-                state = decode_revenue_state(self.store.items())
-                menu = self._read_menu(state)
-                if menu is not None and not menu.is_empty:
+                menu = self._read_menu()
+                if menu is not None and not menu.is_empty:  # the whole state is read only then
+                    state = decode_revenue_state(self.store.items())
                     self._publish(state, OrderBatch(), menu, None, time.monotonic() - t0)
             except Exception as exc:
                 self._failed(exc if isinstance(exc, BrewError) else BrewError(
@@ -111,15 +112,16 @@ class RevenueSink(OrderedCommitSink):
         batch.next_offsets = planned.ends(batch.next_offsets, applied)
         # 3. The menu up to now. When it cannot be read, the orders are taken but none is
         # released: a version one of them needs may be among what is unread.
-        menu = self._read_menu(state)
+        menu = self._read_menu()
         if batch.is_empty and (menu is None or menu.is_empty):
             return
         self._publish(state, batch, menu, batch_id, time.monotonic() - t0)
 
-    def _read_menu(self, state: RevenueState) -> MenuRead | None:
+    def _read_menu(self) -> MenuRead | None:
         """The menu past what the store read; None (said once an episode) when unreadable."""
+        read_id = self.store.get_u64([meta_key(MENU_TOPIC_ID)]).get(meta_key(MENU_TOPIC_ID))
         try:
-            menu = self.menu.read(state.reserved.next_offsets(self.topics.menu), state.reserved.meta.get(MENU_TOPIC_ID))
+            menu = self.menu.read(self.store.next_offsets(self.topics.menu), read_id)
         except MenuUnavailable as exc:
             if self._menu_down is None:
                 log.warning("%s; orders wait (none is priced) until it can be read again", exc)
