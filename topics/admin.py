@@ -11,7 +11,8 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 from topics.catalog import DEFAULT_TOPICS, Topics, TopicSpec
 from topics.clock import wait_until
-from topics.kafka import KafkaConnection, failed, require_broker, topic_exists
+from topics.errors import BrewError
+from topics.kafka import KafkaConnection, failed, partitions_of_each, require_broker, topic_exists
 
 ADMIN_TIMEOUT_S = 30.0
 # What a cluster of three or more brokers gets by default: one broker may be lost, and with
@@ -35,15 +36,20 @@ def default_replication_factor(conn: KafkaConnection) -> tuple[int, int]:
 
 
 def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,
-                  topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:
-    """Create every topic; one that already exists counts as success.
+                  topics: Topics = DEFAULT_TOPICS, tasks: int | None = None) -> list[tuple[str, str]]:
+    """Create every topic; one that already exists counts as success. The changelogs get
+    ``tasks`` partitions (default: ``partitions``); an existing changelog with another count
+    is refused in one line (its stores hash keys to its count: ``restorer.tasks``).
 
     Returns once the broker's metadata shows every topic: the controller acknowledges a
     new topic before the broker answering metadata requests knows it, and a `run` started
     just after `topics create` would be told the topic does not exist."""
     require_broker(conn)
     specs = topics.specs()
-    new = [NewTopic(s.name, num_partitions=s.partitions or partitions, replication_factor=replication_factor,
+    def count(s: TopicSpec) -> int:
+        return s.partitions or (tasks if s.tasks and tasks is not None else partitions)
+
+    new = [NewTopic(s.name, num_partitions=count(s), replication_factor=replication_factor,
                     config=dict(s.config)) for s in specs]
     admin = conn.admin()  # must outlive its futures
     futures = admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S)
@@ -51,7 +57,27 @@ def create_topics(conn: KafkaConnection, partitions: int, replication_factor: in
     names = [s.name for s in specs]
     wait_until(lambda: all(topic_exists(conn, name) for name in names), ADMIN_TIMEOUT_S,
                f"the broker's metadata to show {', '.join(names)}")
+    if tasks is not None:
+        changelogs = [s.name for s in specs if s.tasks]
+        for name, parts in partitions_of_each(conn, changelogs).items():
+            if len(parts) != tasks:
+                raise TaskCountChanged(name, len(parts), tasks)
     return outcomes
+
+
+class TaskCountChanged(BrewError):
+    """A changelog exists with another partition count than the tasks asked for."""
+
+    def __init__(self, topic: str, has: int, asked: int) -> None:
+        self.topic, self.has, self.asked = topic, has, asked
+        super().__init__(self.message(None))
+
+    def message(self, pipeline: str | None) -> str:
+        """The one line, naming the pipeline (its ``--store``) when the caller knows it."""
+        store, whose = (f" --store {pipeline}", f"the {pipeline}") if pipeline else ("", "its")
+        return (f"{self.topic} already exists with {self.has} partitions, so {whose} pipeline has "
+                f"{self.has} tasks, not {self.asked}; stop its instances and rebuild it with "
+                f"`brewstream republish-changelog{store} --partitions {self.asked}`")
 
 
 def delete_topics(conn: KafkaConnection, topics: Topics = DEFAULT_TOPICS) -> list[tuple[str, str]]:

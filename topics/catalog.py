@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 ORDERS = "brew.orders.v1"
 CHANGELOG = "brew.drink-count-changelog"
@@ -45,22 +45,25 @@ class TopicSpec:
     purpose: str
     config: dict[str, str] = field(default_factory=dict)
     partitions: int | None = None  # fixed, whatever `topics create --partitions` says
+    # A changelog: its partitions are the pipeline's tasks (``restorer.tasks``), as many as
+    # `topics create --tasks` says.
+    tasks: bool = False
 
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(ORDERS, "input orders"),
-    TopicSpec(CHANGELOG, "drink-count changelog", COMPACTED),
+    TopicSpec(CHANGELOG, "drink-count changelog", COMPACTED, tasks=True),
     TopicSpec(COUNTS, "top-N snapshots"),
     TopicSpec(DLQ, "bad orders"),
     TopicSpec(EVENTS, "order events with event time"),
     TopicSpec(LATE_EVENTS, "events later than allowed"),
     TopicSpec(WINDOWS, "closed windows"),
-    TopicSpec(WINDOWS_CHANGELOG, "window state changelog", COMPACTED),
+    TopicSpec(WINDOWS_CHANGELOG, "window state changelog", COMPACTED, tasks=True),
     TopicSpec(INSTANCES, "which instance writes each changelog (leases)", LEASES, partitions=1),
     # `brewstream dlq replay`'s ledger: one record per DLQ record sent back, keyed by its source.
     TopicSpec(DLQ_REPLAYS, "DLQ records replayed (the replay ledger)", COMPACTED, partitions=1),
     TopicSpec(MENU, "menu: a drink's price from its event time on", MENU_VERSIONS),
-    TopicSpec(REVENUE_CHANGELOG, "revenue state changelog", COMPACTED),
+    TopicSpec(REVENUE_CHANGELOG, "revenue state changelog", COMPACTED, tasks=True),
     TopicSpec(REVENUE_DLQ, "orders the revenue pipeline cannot price"),
 )
 
@@ -129,7 +132,7 @@ class Topics:
         return next(s for s in self.specs() if s.name == name)
 
     def specs(self) -> tuple[TopicSpec, ...]:
-        return tuple(TopicSpec(self.prefix + s.name, s.purpose, s.config, s.partitions) for s in ALL_TOPICS)
+        return tuple(replace(s, name=self.prefix + s.name) for s in ALL_TOPICS)
 
 
 DEFAULT_TOPICS = Topics()

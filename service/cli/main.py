@@ -71,19 +71,28 @@ def topics() -> None:
 @topic_prefix_option
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions of each topic.")
+@click.option("--tasks", type=click.IntRange(min=1), default=None,
+              help="Tasks each pipeline's state is split into by key: the partitions of each changelog, fixed "
+                   "once created.  [default: --partitions]")
 @click.option("--replication-factor", type=click.IntRange(min=1), default=None,
               help="Replicas of each partition.  [default: 3 on a cluster of three or more brokers, else 1]")
-def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, replication_factor: int | None) -> None:
-    """Create all topics; one that already exists is fine. The changelog is compacted."""
-    from topics.admin import create_topics, default_replication_factor
+def topics_create(conn: KafkaConnection, topic_prefix: str, partitions: int, tasks: int | None,
+                  replication_factor: int | None) -> None:
+    """Create all topics; one that already exists is fine, unless --tasks names another count than its
+    changelog has. The changelogs are compacted."""
+    from topics.admin import TaskCountChanged, create_topics, default_replication_factor
     from topics.catalog import Topics
 
     if replication_factor is None:
         replication_factor, brokers = default_replication_factor(conn)
         click.echo(f"topics: replication factor {replication_factor} (the cluster has {brokers} "
                    f"broker{'s' * (brokers != 1)})", err=True)
-    for name, outcome in create_topics(conn, partitions, replication_factor,
-                                       Topics(topic_prefix)):
+    try:
+        outcomes = create_topics(conn, partitions, replication_factor, Topics(topic_prefix), tasks)
+    except TaskCountChanged as exc:
+        wing = pipelines.of_store(exc.topic)
+        raise BrewError(exc.message(wing.name if wing else None)) from None
+    for name, outcome in outcomes:
         click.echo(f"{outcome:8} {name}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from restorer.codec import U64_LEN, StoreState, decode_u64
+from restorer.tasks import split_by_task
 
 PROCESSED_ORDERS = "processed_orders"
 BAD_ORDERS = "bad_orders"
@@ -41,7 +42,14 @@ class DrinkCounts:
 
     def as_json(self) -> dict[str, object]:
         """What ``brewstream counts --json`` prints."""
-        return {"counts": dict(sorted(self.counts.items())), "offsets": self.state.offsets_json()}
+        return {"counts": dict(sorted(self.counts.items())), "offsets": self.state.offsets_json(),
+                "tasks": self.tasks_json()}
+
+    def tasks_json(self) -> dict[str, dict[str, object]]:
+        """Each task's drinks and how far its changelog partition has come (``restorer.tasks``)."""
+        return {str(t): {**task.labels(),
+                         "counts": {k.decode("utf-8"): decode_u64(v) for k, v in sorted(task.names.items())}}
+                for t, task in sorted(split_by_task(self.state).items())}
 
 
 def drink_counts(state: StoreState) -> DrinkCounts:

@@ -8,15 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from restorer.store import Store
+from restorer.tasks import split_by_task, tasks_json
 from service.drink_count.counts import DrinkCounts, drink_counts
 from service.drink_count.topn import top_n
 from service.ops.queries import Answer, Route, batch_fields, top_param
 
 
 def counts_answer(store: DrinkCounts) -> dict[str, object]:
-    """``/api/counts``: what ``brewstream counts --json`` prints, with the batch."""
+    """``/api/counts``: what ``brewstream counts --json`` prints, with the batch; each task
+    labelled with how far its changelog partition has come (and, by the API, its owner)."""
     return {**batch_fields(store.state), "processed_orders": store.processed_orders,
-            "bad_orders": store.bad_orders, "counts": store.as_json()["counts"]}
+            "bad_orders": store.bad_orders, "counts": dict(sorted(store.counts.items())),
+            "tasks": tasks_json(split_by_task(store.state))}
 
 
 def top_answer(store: DrinkCounts, n: int) -> dict[str, object]:

@@ -136,6 +136,8 @@ class Daemon:
         self.lease = Lease(cfg.conn, cfg.topics.instances,
                            Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
                            cfg.lease_interval_s, cfg.takeover_timeout_s)
+        if stores.api is not None:
+            stores.api.owner = lambda: (self.lease.me.instance, self.lease.generation)
         self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
         self.outage = Outage(metrics.kafka_outage)
         self._rewarm: Rewarm | None = None

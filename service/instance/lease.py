@@ -327,6 +327,12 @@ class Lease:
         with self._lock:
             return self._holds
 
+    @property
+    def generation(self) -> int:
+        """The generation of the lease this instance holds or last held (0: never held one)."""
+        with self._lock:
+            return self._generation
+
     def proven_active(self, since: float | None = None) -> bool:
         """Whether this instance may publish: it holds the lease, no later generation has
         been seen, and its own announcement came back within the takeover timeout (after a

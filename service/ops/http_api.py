@@ -37,7 +37,7 @@ import ipaddress
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -117,6 +117,10 @@ class HttpApi:
         self._token = token.encode() if token else None
         self._store: Store | None = None
         self._whole = False  # the attached store is whole (``whole``)
+        # Who answers: this instance's name and its lease's generation (set by the daemon
+        # once it has a lease). One instance owns every task of its store, so every task of
+        # an answer is labelled with it.
+        self.owner: Callable[[], tuple[str, int]] | None = None
         # Held while a request reads the store, and to detach it: the store is never closed
         # under a reader.
         self._store_lock = threading.Lock()
@@ -178,7 +182,17 @@ class HttpApi:
             except Exception as exc:  # a store that cannot be read now; the daemon says why in its log
                 log.warning("the HTTP API could not read the store: %s", exc)
                 return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"cannot read the store ({type(exc).__name__})"}
-        return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name, **body}
+        return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name, **self._labelled(body)}
+
+    def _labelled(self, body: dict[str, object]) -> dict[str, object]:
+        if self.owner is None:
+            return body
+        instance, generation = self.owner()
+        tasks = body.get("tasks")
+        if isinstance(tasks, dict):
+            body = {**body, "tasks": {t: {**task, "owner": instance, "generation": generation}
+                                      for t, task in tasks.items()}}
+        return {"instance": instance, "generation": generation, **body}
 
     def probe(self, path: str) -> Response:
         ok, text = (liveness if path == "/healthz" else readiness)(self.health.phase)

@@ -44,6 +44,31 @@ class InstanceView:
 
 
 @dataclass(frozen=True)
+class TaskView:
+    """A task (``restorer.tasks``): how far this store has applied its changelog partition,
+    and the instance whose lease writes it (one lease covers every task today)."""
+
+    task: int
+    seq: int  # the last batch committed to it that this store holds
+    position: int | None  # the next changelog offset this store will apply; None: none yet
+    end: int  # the changelog partition's end, as read_committed readers see it
+    owner: str | None = None
+    generation: int | None = None
+
+    @property
+    def lag(self) -> int:
+        """Changelog offsets of the task this store has not applied: 0 exactly when it is
+        whole. Every batch's transaction writes to every changelog partition (its markers,
+        ``restorer.codec``), so a partition always ends with the commit marker of the last
+        batch, one offset past what a store that applied that batch records."""
+        return self.end if self.position is None else max(0, self.end - self.position - 1)
+
+    def as_json(self) -> dict[str, object]:
+        return {"task": self.task, "seq": self.seq, "changelog_position": self.position, "changelog_end": self.end,
+                "lag": self.lag, "owner": self.owner, "generation": self.generation}
+
+
+@dataclass(frozen=True)
 class Status:
     store: Path
     topic: str
@@ -53,6 +78,7 @@ class Status:
     instances: list[InstanceView] = field(default_factory=list)
     role: str | None = None  # what the instance on this state dir last announced
     changelog_risk: str | None = None  # how the changelog deletes records by itself (``retention_risk``)
+    tasks: list[TaskView] = field(default_factory=list)
 
 
     @property
@@ -67,6 +93,7 @@ class Status:
                 "last_batch_age_s": self.batch_age_s(now), "role": self.role,
                 "changelog_risk": self.changelog_risk,
                 "instances": [i.as_json() for i in self.instances],
+                "tasks": [t.as_json() for t in self.tasks],
                 "partitions": [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag,
                                 "held_back": p.held_back,
                                 "held_since": None if p.held_since_ms is None else utc_iso(p.held_since_ms / 1000)}
@@ -99,6 +126,7 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
     store_path = StateDir(state_dir).store_path
     with Store(store_path, read_only=True) as store:
         stored, last, batches = store.next_offsets(topic), store.last_batch_ms(), store.last_seq()
+        positions, commits = store.positions(), store.commit_markers()
     partitions = partitions_of(conn, topic)
     consumer, everything = conn.consumer(), conn.consumer({"isolation.level": "read_uncommitted"})
     try:
@@ -108,6 +136,7 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
                          {p: high for p, (_low, high) in ends.items()},
                          {p: high for p, (_low, high) in uncommitted.items()})
         since = {p: first_record_ms(everything, topic, p, lso) for p, (lso, _n) in held.items()}
+        changelog_ends = end_offsets(consumer, changelog, partitions_of(conn, changelog)) if changelog else {}
     finally:
         consumer.close()
         everything.close()
@@ -122,7 +151,11 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
     home = str(Path(state_dir).resolve())
     role = next((v.what.role for v in views if v.what.state_dir == home and v.what.host == socket.gethostname()), None)
     risk = retention_risk(conn, changelog) if changelog else None
-    return Status(store_path, topic, lags, last, batches, views, role, risk)
+    owner = next((v.what for v in views if v.what.holds_lease), None)
+    tasks = [TaskView(t, commits.get(t, 0), positions.get(t), high, None if owner is None else owner.instance,
+                      None if owner is None else owner.generation)
+             for t, (_low, high) in sorted(changelog_ends.items())]
+    return Status(store_path, topic, lags, last, batches, views, role, risk, tasks)
 
 
 # How long ``status`` waits for the first record an open transaction holds back.
@@ -203,6 +236,12 @@ def status_text(s: Status, now: float | None = None) -> str:
             lines.append(f"partition {p.partition} held back by an open upstream transaction{since}: {p.held_back} "
                          f"records past its last stable offset {p.end}; read_committed readers see them once the "
                          "producer commits or aborts it")
+    if s.tasks:
+        lines.append(f"{'TASK':<10}{'SEQ':>8}{'POSITION':>12}{'END':>12}{'LAG':>10}  OWNER")
+        # Owners are read from a topic anyone with access may write to.
+        lines += [f"{t.task:<10}{t.seq:>8}{'-' if t.position is None else t.position:>12}{t.end:>12}{t.lag:>10}  "
+                  f"{'-' if t.owner is None else f'{printable(t.owner)} (generation {t.generation})'}"
+                  for t in s.tasks]
     if s.changelog_risk is not None:
         lines.append(s.changelog_risk)
     for v in s.instances:

@@ -21,8 +21,10 @@ from service.drink_count.sink import DrinkCountSink
 from tests.support.corpus import BAD_ORDERS
 from tests.support.drink_count import make_orders, run_available_now
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from topics.catalog import Topics
 from topics.clock import wait_until
 from topics.kafka import KafkaConnection
+from topics.partitioner import murmur2_partition
 
 pytestmark = pytest.mark.spark
 
@@ -52,6 +54,41 @@ def test_known_orders_match_the_oracle(pipe: Pipeline, spark: Any, dirs: dict[st
     got = counts_json(pipe.conn, dirs["state"])
     assert got["counts"] == oracle(orders)
     assert got["offsets"] == {pipe.topics.orders: end_offsets_of(pipe.conn, pipe.topics.orders)}
+
+
+def test_the_state_is_split_into_tasks_by_key(kafka: KafkaConnection, spark: Any, dirs: dict[str, Path]) -> None:
+    """Five tasks over three input partitions: each drink's count lives in the task Kafka's
+    partitioner gives its key, in the store's answer and in the changelog alike."""
+    pipe = Pipeline(kafka, Topics(f"t{os.getpid()}-tasks."))
+    pipe.brew("topics", "create", "--partitions", "3", "--tasks", "5", check=True)
+    again = pipe.brew("topics", "create", "--tasks", "4")
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert "5 partitions" in again.stderr and "republish-changelog" in again.stderr, again.stderr
+    orders = make_orders(1500, seed=7)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in orders))
+    assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=500) == 0
+
+    got = counts_json(pipe.conn, dirs["state"])
+    assert sorted(got["tasks"], key=int) == [str(t) for t in range(5)]
+    merged: dict[str, int] = {}
+    for task, view in got["tasks"].items():
+        assert all(murmur2_partition(drink.encode(), 5) == int(task) for drink in view["counts"])
+        assert view["keys"] == len(view["counts"]) and view["seq"] >= 1
+        merged |= view["counts"]
+    assert merged == got["counts"] == oracle(orders)
+    changelog = read_topic(pipe.conn, pipe.topics.changelog)
+    ends = {p: 0 for p in range(5)}
+    for msg in changelog:
+        ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
+        if not is_reserved(msg.key()):
+            assert msg.partition() == murmur2_partition(msg.key(), 5), msg.key()
+
+    status = json.loads(pipe.brew("status", "--state-dir", str(dirs["state"]), "--json", check=True).stdout)
+    assert [t["task"] for t in status["tasks"]] == list(range(5))
+    for t in status["tasks"]:
+        assert t["changelog_position"] == got["tasks"][str(t["task"])]["changelog_position"]
+        # Whole: nothing of its partition unapplied but the last transaction's commit marker.
+        assert t["changelog_position"] >= ends[t["task"]] and t["lag"] == 0, t
 
 
 def test_bad_records_go_to_the_dlq_once_with_reason_and_bytes(

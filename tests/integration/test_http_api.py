@@ -89,7 +89,10 @@ def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path:
         # Idle now: the API and `brewstream counts --json` read the same batch.
         api = get_json(port, "/api/counts")
         assert api is not None
-        assert counts_json(pipe.conn, state) == {"counts": api["counts"], "offsets": api["offsets"]}
+        printed = counts_json(pipe.conn, state)
+        assert (printed["counts"], printed["offsets"]) == (api["counts"], api["offsets"])
+        assert {t: {k: v for k, v in task.items() if k != "counts"} for t, task in printed["tasks"].items()} == \
+            {t: {k: v for k, v in task.items() if k not in ("owner", "generation")} for t, task in api["tasks"].items()}
         assert api["counts"] == oracle(orders) and api["bad_orders"] == 4
         assert (api["pipeline"], api["role"]) == ("drink-count", "active")
         top = get_json(port, "/api/top?n=3")

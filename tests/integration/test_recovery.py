@@ -183,7 +183,7 @@ def test_restore_of_an_empty_changelog(pipe: Pipeline, tmp_path: Path) -> None:
     assert "records=0 keys=0 partitions=3" in out
     # An empty store is checked against its changelog, which its pipeline's prefix names.
     counts = pipe.brew("counts", "--state-dir", str(tmp_path / "s"), "--json", check=True)
-    assert json.loads(counts.stdout) == {"counts": {}, "offsets": {}}
+    assert json.loads(counts.stdout) == {"counts": {}, "offsets": {}, "tasks": {}}
 
 
 def test_restore_of_a_one_record_changelog_with_a_tombstone_elsewhere(pipe: Pipeline, tmp_path: Path) -> None:

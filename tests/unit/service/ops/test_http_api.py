@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from restorer.codec import commit_key, encode_u64, meta_key, offset_key
+from restorer.codec import CHANGELOG_PARTITIONS, commit_key, encode_u64, local_key, meta_key, offset_key, position_key
 from restorer.store import Store
 from service.drink_count.counts import PROCESSED_ORDERS, drink_key
 from service.drink_count.http import routes
@@ -48,7 +48,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "store") as s:
         s.commit([(drink_key("latte"), encode_u64(4)), (drink_key("mocha"), encode_u64(2)),
                   (offset_key("orders", 0), encode_u64(6)), (meta_key(PROCESSED_ORDERS), encode_u64(5)),
-                  (commit_key(0), encode_u64(3))])
+                  (commit_key(0), encode_u64(3)), (position_key(0), encode_u64(9)),
+                  (local_key(CHANGELOG_PARTITIONS), b"2")])
         yield s
 
 
@@ -109,7 +110,16 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
             doc = json.loads(body)
             assert doc == {"pipeline": "drink-count", "role": "active", "seq": 3, "offsets": {"orders": {"0": 6}},
                            "last_batch": None, "processed_orders": 5, "bad_orders": 0,
-                           "counts": {"latte": 4, "mocha": 2}}
+                           "counts": {"latte": 4, "mocha": 2},
+                           # latte and mocha both hash to task 0 of 2 (murmur2, as Kafka's partitioner)
+                           "tasks": {"0": {"keys": 2, "seq": 3, "changelog_position": 9},
+                                     "1": {"keys": 0, "seq": 0, "changelog_position": None}}}
+            # Once the daemon holds a lease, every answer and every task names who answers.
+            api.owner = lambda: ("brew-1", 4)
+            labelled = json.loads(get(api, "/api/counts")[1])
+            assert (labelled["instance"], labelled["generation"]) == ("brew-1", 4)
+            assert {t: (v["owner"], v["generation"]) for t, v in labelled["tasks"].items()} == \
+                {"0": ("brew-1", 4), "1": ("brew-1", 4)}
             assert json.loads(get(api, "/api/top?n=1")[1])["top"] == [{"rank": 1, "drink": "latte", "count": 4}]
             status = json.loads(get(api, "/api/status")[1])
             assert (status["role"], status["seq"], status["input_topic"]) == ("active", 3, "orders")

@@ -130,7 +130,8 @@ def test_counts_and_top_carry_the_batch_they_reflect() -> None:
     state = drink_counts(decode_entries(_store_entries()))
     counts = counts_answer(state)
     assert counts == {"seq": 7, "offsets": {"o": {"0": 12, "1": 3}}, "last_batch": "2025-11-23T10:00:00.500Z",
-                      "processed_orders": 15, "bad_orders": 2, "counts": {"chai": 9, "latte": 5, "mocha": 5}}
+                      "processed_orders": 15, "bad_orders": 2, "counts": {"chai": 9, "latte": 5, "mocha": 5},
+                      "tasks": {}}
     top = top_answer(state, 2)
     assert top["seq"] == 7 and top["offsets"] == counts["offsets"]
     assert top["top"] == [{"rank": 1, "drink": "chai", "count": 9}, {"rank": 2, "drink": "latte", "count": 5}]
