@@ -134,8 +134,8 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 	$(VENV)/bin/pip install -q -e '.[dev,bench]'
 	touch $@
 
-# Kafka Streams, the benchmark's Java peer (bench/kstreams/): its jars at the broker's
-# version, fetched by Maven, and the application compiled against them.
+# Kafka Streams, the benchmark's Java peer (bench/kstreams/): its newest release (the pom
+# says which), fetched by Maven, and the application compiled against them.
 
 $(JARS)/kstreams/.installed: bench/kstreams/pom.xml
 	rm -rf $(JARS)/kstreams

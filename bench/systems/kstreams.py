@@ -1,7 +1,8 @@
 """Kafka Streams, the Java peer (bench/kstreams/), as the benchmark runs it.
 
-``make bench`` fetches kafka-streams at the broker's version with its dependencies into
-.cache/jars/kstreams and compiles the application into .cache/bench/brewbench-kstreams.jar.
+``make bench`` fetches kafka-streams (4.4.0 in bench/kstreams/pom.xml, against the 4.1.1
+broker) with its dependencies into .cache/jars/kstreams and compiles the application into
+.cache/bench/brewbench-kstreams.jar.
 Each run is a child JVM in a session of its own; its output topic is read by the harness
 (``bench.outputs``), so the counts are checked as a downstream consumer sees them.
 

@@ -43,7 +43,7 @@ import org.apache.kafka.streams.state.Stores;
 /**
  * brewstream's revenue pipeline as a Kafka Streams application: every order item priced
  * with the menu version valid at the order's event time, summed in cents per drink and per
- * shop. The DSL a Kafka Streams user writes for it (4.1: KIP-889 versioned stores, KIP-923
+ * shop. The DSL a Kafka Streams user writes for it (KIP-889 versioned stores, KIP-923
  * stream-table join with grace):
  *
  * <ul>
