@@ -18,7 +18,6 @@ the reason ``internal: <type>``, never a failed batch.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ import pyarrow as pa
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
 from service.records.orders import BadOrder, count_drinks, count_plain
+from service.spark.blob import BlobReader
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -268,7 +268,7 @@ CARRIED_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("part
 def read_gate_count(blob: bytes) -> JvmCount:
     """``GateCount``'s blob (its layout is in GateCount.java); ``ValueError`` for one that
     does not follow it, to its last byte."""
-    r = _Reader(blob)
+    r = BlobReader(blob, "the gate's count")
     orders, unclean, overflow = r.unpack(">qqb")
     counts: dict[str, int] = {}
     for _ in range(r.count()):
@@ -285,37 +285,11 @@ def read_gate_count(blob: bytes) -> JvmCount:
         cols["offset"].append(offset)
         cols["key"].append(r.optional())
         cols["value"].append(r.optional())
-    if r.at < len(blob):
-        raise ValueError(f"{len(blob) - r.at} bytes after the end of the gate's count")
+    r.done()
     if overflow not in (0, 1) or orders < 0 or unclean < 0:
         raise ValueError("the gate's count is out of range")
     return JvmCount(counts, orders, unclean, bool(overflow), highest,
                     pa.RecordBatch.from_pydict(cols, schema=CARRIED_SCHEMA))
-
-
-class _Reader:
-    def __init__(self, blob: bytes) -> None:
-        self.blob, self.at = blob, 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.at + n > len(self.blob):
-            raise ValueError(f"the gate's count ends at byte {len(self.blob)}, short of {self.at + n}")
-        out = self.blob[self.at:self.at + n]
-        self.at += n
-        return out
-
-    def unpack(self, fmt: str) -> tuple[int, ...]:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
-
-    def count(self) -> int:
-        n = self.unpack(">i")[0]
-        if n < 0:
-            raise ValueError(f"a negative count ({n}) in the gate's count")
-        return n
-
-    def optional(self) -> bytes | None:
-        n = self.unpack(">i")[0]
-        return None if n == -1 else self.take(n)
 
 
 def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry) -> JvmCount:

@@ -97,6 +97,14 @@ class PlannedBatch:
         over an input with nothing new. False when the checkpoint cannot tell."""
         return self.start is not None and self.start == self.end
 
+    @property
+    def offsets(self) -> int | None:
+        """How many offsets the batch spans (an upper bound on its records: transaction
+        markers take offsets too); None when the checkpoint cannot tell."""
+        if self.start is None or self.end is None or not set(self.end) <= set(self.start):
+            return None
+        return sum(max(0, o - self.start[p]) for p, o in self.end.items())
+
     def replay_filter(self, applied: Mapping[int, int]) -> dict[int, int]:
         """The store's next offsets that the batch's rows must be filtered by: none when it
         starts at or past them everywhere (the usual case: the filter's literals would

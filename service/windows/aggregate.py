@@ -232,19 +232,38 @@ def merge_window_partials(rows: Iterable[Mapping[str, Any]]) -> WindowBatch:
     return b
 
 
+# A batch spanning at most this many offsets (as Spark planned it) is windowed by the
+# driver's Python, from its rows carried to it in one JVM stage (``carry_rows``): the
+# Python workers' round trip (a worker per task, the function pickled to it, Arrow streams
+# both ways) is most of a small batch's time, and a window's result waits for the batch
+# that closes it. A task meeting a row over DRIVER_ROW_BYTES, or over DRIVER_TASK_BYTES of
+# rows, sends the whole batch the workers' way instead.
+DRIVER_BATCH_OFFSETS = 5_000
+DRIVER_ROW_BYTES = 16 * 1024
+DRIVER_TASK_BYTES = 16 * 1024 * 1024
+
+
 def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec, wm_start: int | None,
                      table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
                      record_bytes: int = DEFAULT_RECORD_BYTES,
-                     max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> WindowBatch:
-    """Drop rows below the store's next offsets, then window the rest in Spark."""
+                     max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS, planned_offsets: int | None = None) -> WindowBatch:
+    """Drop rows below the store's next offsets, then window the rest: by the driver for a
+    small batch (DRIVER_BATCH_OFFSETS, above), by Spark's Python workers otherwise (or when
+    the checkpoint cannot tell its size). Either way ``partial_windows`` judges every row
+    once, and ``merge_window_partials`` folds its partial rows."""
     from functools import partial
 
     from pyspark.sql import functions as F
 
+    from service.spark.carried import carry_rows
     from service.spark.session import collect_rows, unapplied
 
     columns = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
     fresh = unapplied(columns, applied)
     fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
                  record_bytes=record_bytes, max_ahead_ns=max_ahead_ns)
+    if planned_offsets is not None and planned_offsets <= DRIVER_BATCH_OFFSETS:
+        rows = carry_rows(fresh, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)
+        if rows is not None:
+            return merge_window_partials(r for b in fn([rows]) for r in b.to_pylist())
     return merge_window_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))

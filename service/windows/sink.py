@@ -110,7 +110,8 @@ class WindowsSink(OrderedCommitSink):
         applied = state.reserved.next_offsets(self.topics.events)
         planned = self.planned(batch_id, self.topics.events)
         batch = aggregate_events(df, planned.replay_filter(applied), self.cfg.spec, wm_start, self.cfg.table_ns,
-                                 self.opts.max_name_bytes, self.opts.dlq_record_bytes, self.cfg.max_ahead_ns)
+                                 self.opts.max_name_bytes, self.opts.dlq_record_bytes, self.cfg.max_ahead_ns,
+                                 planned.offsets)
         batch.next_offsets = planned.ends(batch.next_offsets, applied)
         if batch.is_empty:
             return

@@ -5,7 +5,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.engine.start_point import EARLIEST, checkpoint_resume_offsets, choose_start
+from service.engine.start_point import EARLIEST, PlannedBatch, checkpoint_resume_offsets, choose_start
 
 T = "brew.orders.v1"
 
@@ -176,3 +176,14 @@ def test_a_checkpoint_without_its_metadata_is_damaged_and_an_empty_one_is_not(tm
             shutil.rmtree(root / other)
         (root / "metadata").unlink()
         assert checkpoint_problem(root, T) == f"its metadata file is missing, beside {logged}"
+
+
+@given(st.one_of(st.none(), st.dictionaries(st.integers(0, 5), st.integers(0, 10**12), max_size=4)),
+       st.one_of(st.none(), st.dictionaries(st.integers(0, 5), st.integers(0, 10**12), max_size=4)))
+def test_a_planned_batch_knows_how_many_offsets_it_spans_or_says_none(
+        start: dict[int, int] | None, end: dict[int, int] | None) -> None:
+    n = PlannedBatch(start, end).offsets
+    if start is None or end is None or any(p not in start for p in end):
+        assert n is None
+    else:
+        assert n == sum(max(0, o - start[p]) for p, o in end.items()) and n >= 0
