@@ -24,6 +24,7 @@ from service.engine.contract import Wing
 from service.engine.defaults import (
     BATCH_MAX_DELAY_S,
     BATCH_MIN_RECORDS,
+    CHANGELOG_CHECK_S,
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_TRIGGER_S,
 )
@@ -355,6 +356,10 @@ def pipeline_options(wing: Wing) -> Callable[[F], F]:
                                             "(the probes stay open).  [default: no token]"),
             click.option("--http-insecure", is_flag=True,
                          help="Serve beyond loopback without a token."),
+            click.option("--changelog-check-interval", "changelog_check_s", type=DURATION,
+                         default=format_duration(CHANGELOG_CHECK_S), show_default=True,
+                         help="How often the changelog's topic settings are asked; a changelog that stops "
+                              "being compacted is said within this."),
         ]):
             fn = opt(fn)
         return fn
@@ -366,13 +371,15 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
                instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
                http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
                standby: bool, lease_interval_s: float, takeover_timeout_s: float, spark_conf: dict[str, str],
-               min_partitions: int | None) -> Any:
+               min_partitions: int | None, changelog_check_s: float) -> Any:
     from service.engine.runner import RunConfig
     from service.ops.http_api import bind_problem
     from topics.catalog import Topics
 
     if lease_interval_s <= 0 or takeover_timeout_s <= lease_interval_s:
         raise click.BadParameter("--takeover-timeout must be longer than --lease-interval, and both above 0")
+    if changelog_check_s <= 0:
+        raise click.BadParameter("--changelog-check-interval must be above 0")
     problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
     if metrics_port is not None and problem:
         raise click.BadParameter(problem)
@@ -381,7 +388,8 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
                      metrics_port, max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
                      accept_input_loss=accept_input_loss, lease_interval_s=lease_interval_s,
                      takeover_timeout_s=takeover_timeout_s, standby=standby, http_token_file=http_token_file,
-                     http_insecure=http_insecure, spark_conf=spark_conf, min_partitions=min_partitions)
+                     http_insecure=http_insecure, spark_conf=spark_conf, min_partitions=min_partitions,
+                     changelog_check_s=changelog_check_s)
 
 
 @cli.command("run", context_settings=CONTEXT)

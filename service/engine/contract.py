@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from service.engine.defaults import DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
+from service.engine.defaults import CHANGELOG_CHECK_S, DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, ActiveProof
 from service.records.limits import MAX_NAME_BYTES
 from topics.catalog import DEFAULT_TOPICS, Topics
@@ -88,6 +88,7 @@ class RunConfig:
     http_insecure: bool = False
     spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
     min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
+    changelog_check_s: float = CHANGELOG_CHECK_S  # how often the changelog's settings are asked
 
 
 class BatchSink(Protocol):

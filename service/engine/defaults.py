@@ -15,3 +15,7 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 DEFAULT_TRIGGER_S = 0.0
 BATCH_MIN_RECORDS = 100
 BATCH_MAX_DELAY_S = 0.25
+# How often a running daemon asks for its changelog's settings (one describe_configs): a
+# changelog switched to deletion (cleanup.policy=delete, a retention) is said within this,
+# long before the retention it turned on deletes anything (hours, days).
+CHANGELOG_CHECK_S = 30.0

@@ -78,7 +78,8 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         with OpenStore(cfg.state_dir, api) as stores, CheckpointDir(cfg.checkpoint_dir, cfg.state_dir), \
                 Session(p, cfg, spark) as session, \
                 StallWatch(conn, metrics, p.input_topic, partitions[p.input_topic], p.changelog_topic,
-                           lambda: stores.store if stores.whole else None, lambda: health.phase.name):
+                           lambda: stores.store if stores.whole else None, lambda: health.phase.name,
+                           cfg.changelog_check_s):
             return Daemon(p, cfg, session, metrics, health, stores, partitions[p.input_topic],
                           partitions[p.changelog_topic]).run()
     finally:

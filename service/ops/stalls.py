@@ -11,7 +11,7 @@ failing: said once when it begins and once when it ends, and shown in the metric
   The instance stays ready: it counts all it may count, and no restart would change that.
 - **A changelog that stops keeping every key's last record** (``cleanup.policy`` changed
   to ``delete``, retention turned on) under a running daemon: a restore after a disk loss
-  would lack what the broker deletes. Asked at start and every ``CHANGELOG_EVERY_S``.
+  would lack what the broker deletes. Asked at start and every ``changelog_every_s``.
 
 ``StallWatch`` asks Kafka on a thread of its own in every daemon; ``brewstream status`` reads
 the same facts from Kafka itself (``service.ops.status``).
@@ -44,9 +44,6 @@ log = logging.getLogger("brewstream")
 # How often the input's offsets are asked while active (three list_offsets for all partitions: first
 # offsets, LSOs, ends).
 WATCH_EVERY_S = 2.0
-# How often the changelog's settings are asked (one describe_configs): a change is seen
-# within this, long before the retention it turned on deletes anything (hours, days).
-CHANGELOG_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -121,14 +118,16 @@ _UNKNOWN = object()
 
 class StallWatch:
     """The stalls of one daemon (module docstring): asked every ``WATCH_EVERY_S`` on a
-    thread of its own, the changelog at start (entering it) and every ``CHANGELOG_EVERY_S``.
+    thread of its own, the changelog at start (entering it) and every ``changelog_every_s``.
     A question Kafka does not answer leaves everything as it was until the next. Leaving it
     does not wait for a question under way (the cluster may be down, each taking a few
     timeouts): nothing is said or set after it."""
 
     def __init__(self, conn: KafkaConnection, metrics: Metrics, input_topic: str, partitions: Iterable[int],
-                 changelog: str, store: Callable[[], Store | None], phase: Callable[[], str]) -> None:
+                 changelog: str, store: Callable[[], Store | None], phase: Callable[[], str],
+                 changelog_every_s: float) -> None:
         self.conn, self.metrics, self.topic, self.changelog = conn, metrics, input_topic, changelog
+        self.changelog_every_s = changelog_every_s
         self.partitions = sorted(partitions)
         self.store, self.phase = store, phase
         self.held = HeldBack()
@@ -157,7 +156,7 @@ class StallWatch:
 
     def tick(self) -> None:
         self.check_input()
-        if time.monotonic() - self._changelog_at >= CHANGELOG_EVERY_S:
+        if time.monotonic() - self._changelog_at >= self.changelog_every_s:
             self.check_changelog()
 
     def check_input(self) -> None:

@@ -481,29 +481,30 @@ def test_a_changelog_that_stops_being_compacted_under_a_running_daemon_is_said(p
                                                                               tmp_path: Path) -> None:
     """Someone sets cleanup.policy=delete on the changelog while the daemon runs. Before, it
     was noticed only at the next start: after a disk loss, too late to save the head. Now
-    it is said once within CHANGELOG_EVERY_S, shown by `status` and the metric, and said
-    once more when the policy is put back."""
-    from service.ops.stalls import CHANGELOG_EVERY_S
+    it is said once within --changelog-check-interval, shown by `status` and the metric,
+    and said once more when the policy is put back."""
     from tests.support.http import metric
 
     topic = pipe.topics.changelog
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(100, seed=63)))
     d, log, port = tmp_path / "a", tmp_path / "a.log", free_port()
-    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--http-port", str(port)), log=log)
+    every_s = 2.0
+    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--http-port", str(port),
+                                  "--changelog-check-interval", f"{every_s}s"), log=log)
     said = f"the settings of changelog {topic} changed: changelog {topic} is not compacted (cleanup.policy=delete)"
     try:
         wait_until(lambda: "processed=" in log.read_text(), 300, "the daemon to count")
         assert metric(port, "brewstream_changelog_deletes_records") == 0
         set_topic_config(pipe.conn, topic, cleanup_policy="delete")
         line = wait_until(lambda: next((ln for ln in log.read_text().splitlines() if said in ln), None),
-                          CHANGELOG_EVERY_S + 60, "the daemon to say the changelog deletes records")
+                          every_s + 60, "the daemon to say the changelog deletes records")
         assert "set cleanup.policy=compact on it" in line, line
         assert wait_until(lambda: metric(port, "brewstream_changelog_deletes_records"), 30, "the metric") == 1
         status = pipe.brew("status", "--state-dir", str(d / "state"), check=True).stdout
         assert f"changelog {topic} is not compacted (cleanup.policy=delete)" in status, status
         set_topic_config(pipe.conn, topic, cleanup_policy="compact")
         wait_until(lambda: f"changelog {topic} keeps every key's last record again" in log.read_text(),
-                   CHANGELOG_EVERY_S + 60, "the daemon to say the changelog is compacted again")
+                   every_s + 60, "the daemon to say the changelog is compacted again")
         wait_until(lambda: metric(port, "brewstream_changelog_deletes_records") == 0, 30, "the metric to clear")
         assert log.read_text().count(said) == 1
     finally:
