@@ -296,7 +296,10 @@ class Daemon:
                 self._check_takeover()
                 checked = True
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(result.records)
-            lag = sum(max(0, e - self.store.positions().get(q, 0)) for q, e in result.end.items())
+            positions = self.store.positions()
+            for q, e in result.end.items():  # per changelog partition: what each task's answers say
+                self.metrics.restore_progress(q, 0, positions.get(q, 0), e)
+            lag = sum(max(0, e - positions.get(q, 0)) for q, e in result.end.items())
             self.metrics.standby_lag.labels(self.metrics.pipeline).set(lag)
             self.outage.end()
             if self.health.phase.name in (RESTORING, STARTING):

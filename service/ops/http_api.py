@@ -48,10 +48,10 @@ from prometheus_client.exposition import choose_encoder
 
 from restorer.codec import RESERVED, decode_entries
 from restorer.store import Store
-from service.instance.health import Health, data_refusal, liveness, readiness
+from service.instance.health import STANDBY, Health, data_refusal, liveness, readiness
 from service.ops.httpd import RETRY_AFTER_S, HttpServer, Lane, Request, Response
 from service.ops.metrics import Metrics
-from service.ops.queries import BadQuery, Route, find_route, status_answer
+from service.ops.queries import BadQuery, Owner, Route, find_route, labelled, status_answer
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
@@ -118,8 +118,7 @@ class HttpApi:
         self._store: Store | None = None
         self._whole = False  # the attached store is whole (``whole``)
         # Who answers: this instance's name and its lease's generation (set by the daemon
-        # once it has a lease). One instance owns every task of its store, so every task of
-        # an answer is labelled with it.
+        # once it has a lease); ``queries.labelled`` says what each answer carries.
         self.owner: Callable[[], tuple[str, int]] | None = None
         # Held while a request reads the store, and to detach it: the store is never closed
         # under a reader.
@@ -182,17 +181,10 @@ class HttpApi:
             except Exception as exc:  # a store that cannot be read now; the daemon says why in its log
                 log.warning("the HTTP API could not read the store: %s", exc)
                 return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"cannot read the store ({type(exc).__name__})"}
-        return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name, **self._labelled(body)}
-
-    def _labelled(self, body: dict[str, object]) -> dict[str, object]:
-        if self.owner is None:
-            return body
-        instance, generation = self.owner()
-        tasks = body.get("tasks")
-        if isinstance(tasks, dict):
-            body = {**body, "tasks": {t: {**task, "owner": instance, "generation": generation}
-                                      for t, task in tasks.items()}}
-        return {"instance": instance, "generation": generation, **body}
+        owner = None if self.owner is None else Owner(*self.owner())
+        lag = _by_partition(self.metrics.restore_remaining)
+        return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name,
+                               **labelled(body, phase.name == STANDBY, owner, lag)}
 
     def probe(self, path: str) -> Response:
         ok, text = (liveness if path == "/healthz" else readiness)(self.health.phase)

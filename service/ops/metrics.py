@@ -66,7 +66,8 @@ class Metrics:
         self.restore_records = counter("brewstream_restore_records",
                                        "Changelog records applied by restores and catch-ups")
         self.restore_remaining = gauge("brewstream_restore_remaining_offsets",
-                                       "Changelog offsets left to read by a restore in progress", ("partition",))
+                                       "Changelog offsets left to read by a restore in progress, or by a standby "
+                                       "when it last followed its changelog", ("partition",))
         self.input_lost = counter("brewstream_input_lost_records", "Input records skipped because the topic no "
                                   "longer held them (--accept-input-loss)", ("partition",))
         self.role = gauge("brewstream_role", "1 for what this instance is doing now (starting, restoring, active, "

@@ -152,6 +152,41 @@ def status_answer(state: StoreState, input_topic: str, lag: Mapping[str, float],
             "restore_remaining": {p: int(v) for p, v in sorted(restore_remaining.items()) if v > 0}}
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Who answers: the instance's name and its lease's generation."""
+
+    instance: str
+    generation: int
+
+
+def labelled(body: Mapping[str, object], standby: bool, owner: Owner | None,
+             lag: Mapping[str, float]) -> dict[str, object]:
+    """An answer labelled with who gave it, and each of its tasks (``restorer.tasks``) with
+    the instance that owns it. An active instance owns every task of its store. A
+    standby's answer is a copy that may be behind: it says so (``stale``) with how far
+    behind its changelog it was when it last followed it (``lag``: the offsets per task,
+    as the metrics last saw them), and names no owner; never an unlabelled stale answer."""
+    out: dict[str, object] = dict(body)
+    if owner is not None:
+        out = {"instance": owner.instance, "generation": owner.generation, **out}
+    tasks = out.get("tasks")
+    if isinstance(tasks, dict):
+        out["tasks"] = {t: {**task, **_task_labels(t, standby, owner, lag)} for t, task in tasks.items()}
+    if standby:
+        out["stale"] = True
+        out["standby_lag"] = int(sum(v for v in lag.values() if math.isfinite(v)))
+    return out
+
+
+def _task_labels(task: str, standby: bool, owner: Owner | None, lag: Mapping[str, float]) -> dict[str, object]:
+    if standby:
+        behind = lag.get(task)
+        return {"owner": None, "stale": True,
+                "lag": int(behind) if behind is not None and math.isfinite(behind) else None}
+    return {} if owner is None else {"owner": owner.instance, "generation": owner.generation}
+
+
 def _short(text: str, limit: int = 60) -> str:
     """A piece of a request quoted back: short, on one line."""
     text = text.replace("\n", " ").replace("\r", " ")

@@ -141,7 +141,11 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
                 assert get(api, "/api/counts")[0] == 503
             health.set(RESTORING, "catching up with the changelog as a standby")
             health.set(STANDBY, "following the changelog")
-            assert json.loads(get(api, "/api/counts")[1])["role"] == "standby"
+            api.metrics.restore_progress(0, 0, 9, 12)  # as its last follow of the changelog saw it
+            copy = json.loads(get(api, "/api/counts")[1])
+            assert (copy["role"], copy["stale"], copy["standby_lag"]) == ("standby", True, 3)
+            assert copy["tasks"]["0"] | {"keys": 2} == {"keys": 2, "seq": 3, "changelog_position": 9, "owner": None,
+                                                        "stale": True, "lag": 3}
             health.set(STARTING, "starting the query")
             health.set(ACTIVE, query_alive=lambda: False)
             assert get(api, "/api/counts")[0] == 503  # a dead query: /readyz says not ready too

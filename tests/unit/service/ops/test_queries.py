@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta, timezone
 from urllib.parse import urlencode
 
@@ -20,7 +21,16 @@ from restorer.codec import (
 )
 from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_counts, drink_key
 from service.drink_count.http import counts_answer, top_answer
-from service.ops.queries import MAX_TOP, BadQuery, parse_params, status_answer, time_param, top_param
+from service.ops.queries import (
+    MAX_TOP,
+    BadQuery,
+    Owner,
+    labelled,
+    parse_params,
+    status_answer,
+    time_param,
+    top_param,
+)
 from service.windows.http import window_range, windows_answer
 from service.windows.state import WATERMARK_NS, WindowAgg, decode_windows_state, encode_window
 
@@ -164,3 +174,34 @@ def test_windows_answer_keeps_what_overlaps_the_range_for_one_key() -> None:
     # [from, to) overlaps: a window ending exactly at from is out, one starting exactly at to is out
     assert [w["start"] for w in windows_answer(state, None, m, m + 1)["windows"]] == [  # type: ignore[index]
         "1970-01-01T00:00:30.000Z", "1970-01-01T00:01:00.000Z"]
+
+
+task_bodies = st.dictionaries(st.sampled_from(["0", "1", "2"]),
+                              st.fixed_dictionaries({"keys": st.integers(0, 9), "seq": st.integers(0, 9)}))
+lags = st.dictionaries(st.sampled_from(["0", "1", "2", "7"]),
+                       st.one_of(st.integers(0, 10**6).map(float), st.just(math.nan)))
+
+
+@given(task_bodies, st.booleans(), st.one_of(st.none(), st.builds(Owner, st.text(max_size=5), st.integers(0, 9))),
+       lags)
+def test_every_answer_says_who_gave_it_and_a_standby_never_answers_unlabelled(
+        tasks: dict[str, dict[str, int]], standby: bool, owner: Owner | None, lag: dict[str, float]) -> None:
+    body = {"seq": 3, "tasks": tasks}
+    out = labelled(body, standby, owner, lag)
+    assert out["seq"] == 3 and body == {"seq": 3, "tasks": tasks}  # the answer is kept, the input untouched
+    if owner is not None:
+        assert (out["instance"], out["generation"]) == (owner.instance, owner.generation)
+    labels = out["tasks"]
+    assert isinstance(labels, dict) and set(labels) == set(tasks)
+    for t, task in labels.items():
+        assert {k: task[k] for k in tasks[t]} == tasks[t]
+        if standby:
+            # A copy that may be behind: no owner, marked stale, with its lag where the metrics know it.
+            assert task["owner"] is None and task["stale"] is True
+            known = lag.get(t)
+            assert task["lag"] == (int(known) if known is not None and math.isfinite(known) else None)
+        elif owner is not None:
+            assert (task["owner"], task["generation"]) == (owner.instance, owner.generation)
+    assert ("stale" in out) == standby
+    if standby:
+        assert out["standby_lag"] == sum(int(v) for v in lag.values() if math.isfinite(v))
