@@ -17,6 +17,7 @@ from service.instance.health import FENCED, RESTORING
 from service.instance.lease import LEASE_PARTITION, Announcement
 from service.records.limits import printable
 from topics.clock import format_duration, utc_iso, wait_until
+from topics.errors import BrewError
 from topics.kafka import KafkaConnection, end_offsets, partitions_of, watermarks
 
 
@@ -128,6 +129,10 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
         stored, last, batches = store.next_offsets(topic), store.last_batch_ms(), store.last_seq()
         positions, commits = store.positions(), store.commit_markers()
     partitions = partitions_of(conn, topic)
+    try:
+        changelog_parts = partitions_of(conn, changelog) if changelog else []
+    except BrewError:  # a changelog deleted: the input's lag still says something; a start says the rest
+        changelog_parts = []
     consumer, everything = conn.consumer(), conn.consumer({"isolation.level": "read_uncommitted"})
     try:
         ends = end_offsets(consumer, topic, partitions)
@@ -136,7 +141,7 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
                          {p: high for p, (_low, high) in ends.items()},
                          {p: high for p, (_low, high) in uncommitted.items()})
         since = {p: first_record_ms(everything, topic, p, lso) for p, (lso, _n) in held.items()}
-        changelog_ends = end_offsets(consumer, changelog, partitions_of(conn, changelog)) if changelog else {}
+        changelog_ends = end_offsets(consumer, changelog, changelog_parts) if changelog and changelog_parts else {}
     finally:
         consumer.close()
         everything.close()

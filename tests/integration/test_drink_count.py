@@ -23,7 +23,7 @@ from tests.support.drink_count import make_orders, run_available_now
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
 from topics.catalog import Topics
 from topics.clock import wait_until
-from topics.kafka import KafkaConnection
+from topics.kafka import KafkaConnection, topic_exists
 from topics.partitioner import murmur2_partition
 
 pytestmark = pytest.mark.spark
@@ -89,6 +89,13 @@ def test_the_state_is_split_into_tasks_by_key(kafka: KafkaConnection, spark: Any
         assert t["changelog_position"] == got["tasks"][str(t["task"])]["changelog_position"]
         # Whole: nothing of its partition unapplied but the last transaction's commit marker.
         assert t["changelog_position"] >= ends[t["task"]] and t["lag"] == 0, t
+
+    # The changelog deleted: status still shows the input's lag, and no tasks.
+    admin = pipe.conn.admin()  # must outlive its future
+    admin.delete_topics([pipe.topics.changelog])[pipe.topics.changelog].result()
+    wait_until(lambda: not topic_exists(pipe.conn, pipe.topics.changelog), 60, "the changelog to be gone")
+    gone = json.loads(pipe.brew("status", "--state-dir", str(dirs["state"]), "--json", check=True).stdout)
+    assert gone["tasks"] == [] and gone["lag"] == 0
 
 
 def test_bad_records_go_to_the_dlq_once_with_reason_and_bytes(
