@@ -121,8 +121,8 @@ public final class GateCount {
                 }
                 carried.writeInt(partition);
                 carried.writeLong(offset);
-                writeBytes(carried, key);
-                writeBytes(carried, value);
+                Blobs.writeBytes(carried, key);
+                Blobs.writeBytes(carried, value);
                 part.carriedRows++;
             }
             carried.flush();
@@ -131,14 +131,5 @@ public final class GateCount {
             throw new UncheckedIOException(e);
         }
         return part;
-    }
-
-    private static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
-        if (b == null) {
-            out.writeInt(-1);
-        } else {
-            out.writeInt(b.length);
-            out.write(b);
-        }
     }
 }

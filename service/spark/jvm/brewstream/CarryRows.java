@@ -105,16 +105,16 @@ public final class CarryRows {
                     out.writeByte(1);
                     out.writeLong(row.getLong(4));
                 }
-                writeBytes(out, key);
-                writeBytes(out, value);
+                Blobs.writeBytes(out, key);
+                Blobs.writeBytes(out, value);
                 if (headers == null) {
                     out.writeInt(-1);
                 } else {
                     out.writeInt(headers.numElements());
                     for (int i = 0; i < headers.numElements(); i++) {
                         InternalRow h = headers.isNullAt(i) ? null : headers.getStruct(i, 2);
-                        writeBytes(out, h == null || h.isNullAt(0) ? null : h.getUTF8String(0).getBytes());
-                        writeBytes(out, h == null || h.isNullAt(1) ? null : h.getBinary(1));
+                        Blobs.writeBytes(out, h == null || h.isNullAt(0) ? null : h.getUTF8String(0).getBytes());
+                        Blobs.writeBytes(out, h == null || h.isNullAt(1) ? null : h.getBinary(1));
                     }
                 }
                 part.count++;
@@ -128,13 +128,4 @@ public final class CarryRows {
     }
 
     private static long length(byte[] b) { return b == null ? 0 : b.length; }
-
-    private static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
-        if (b == null) {
-            out.writeInt(-1);
-        } else {
-            out.writeInt(b.length);
-            out.write(b);
-        }
-    }
 }
