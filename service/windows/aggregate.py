@@ -7,7 +7,8 @@ must travel whole: late ones (for the late topic), bad ones (for the DLQ) and th
 members of sessions that may turn out to be late once merged with the store's. Those
 travel cut to what an output record holds, and only as their position once the task's
 budget is spent (``service.records.badrecords``); the driver reads such records back.
-``partial_windows`` runs on the executors, ``merge_window_partials`` on the driver.
+``partial_windows`` runs on the executors (or, for a small batch, on the driver over the
+rows the JVM carried to it: ``aggregate_events``), ``merge_window_partials`` on the driver.
 
 Per-record code is total (DESIGN.md invariant 8): an unexpected exception in one event
 makes it a bad record with the reason ``internal: <type>``.
