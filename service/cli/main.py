@@ -356,6 +356,10 @@ def pipeline_options(wing: Wing) -> Callable[[F], F]:
                                             "(the probes stay open).  [default: no token]"),
             click.option("--http-insecure", is_flag=True,
                          help="Serve beyond loopback without a token."),
+            click.option("--http-advertise", default=None, metavar="HOST:PORT",
+                         help="Where other instances of the pipeline reach this one's HTTP API: a standby "
+                              "forwards data queries to the active there.  [default: the --http-host and "
+                              "--http-port it binds; this host's name for a wildcard bind]"),
             click.option("--changelog-check-interval", "changelog_check_s", type=DURATION,
                          default=format_duration(CHANGELOG_CHECK_S), show_default=True,
                          help="How often the changelog's topic settings are asked; a changelog that stops "
@@ -371,8 +375,9 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
                instance: str | None, metrics_port: int | None, metrics_host: str, http_token_file: Path | None,
                http_insecure: bool, max_name_bytes: int, accept_changelog_loss: bool, accept_input_loss: bool,
                standby: bool, lease_interval_s: float, takeover_timeout_s: float, spark_conf: dict[str, str],
-               min_partitions: int | None, changelog_check_s: float) -> Any:
+               min_partitions: int | None, changelog_check_s: float, http_advertise: str | None) -> Any:
     from service.engine.runner import RunConfig
+    from service.ops.forward import BadAddress, parse_address
     from service.ops.http_api import bind_problem
     from topics.catalog import Topics
 
@@ -383,13 +388,18 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
     problem = bind_problem(metrics_host, http_token_file is not None, http_insecure)
     if metrics_port is not None and problem:
         raise click.BadParameter(problem)
+    if http_advertise is not None:
+        try:
+            parse_address(http_advertise)
+        except BadAddress as exc:
+            raise click.BadParameter(f"--http-advertise: {exc}") from None
     return RunConfig(conn, state_dir, checkpoint_dir, trigger_s, max_offsets_per_trigger, available_now,
                      master_of(master, spark_conf), auto_restore, instance, Topics(topic_prefix), metrics_host,
                      metrics_port, max_name_bytes=max_name_bytes, accept_changelog_loss=accept_changelog_loss,
                      accept_input_loss=accept_input_loss, lease_interval_s=lease_interval_s,
                      takeover_timeout_s=takeover_timeout_s, standby=standby, http_token_file=http_token_file,
                      http_insecure=http_insecure, spark_conf=spark_conf, min_partitions=min_partitions,
-                     changelog_check_s=changelog_check_s)
+                     changelog_check_s=changelog_check_s, http_advertise=http_advertise)
 
 
 @cli.command("run", context_settings=CONTEXT)

@@ -89,6 +89,7 @@ class RunConfig:
     spark_conf: dict[str, str] = field(default_factory=dict)  # the user's --conf: wins over every other source
     min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
     changelog_check_s: float = CHANGELOG_CHECK_S  # how often the changelog's settings are asked
+    http_advertise: str | None = None  # HOST:PORT other instances forward queries to (``ops.forward``)
 
 
 class BatchSink(Protocol):

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -40,11 +40,14 @@ from service.engine.input_guard import check_input, pin_latest
 from service.engine.outage import InputBacklog, Outage, ServingWatch, through_outages, trouble
 from service.engine.query import Rewarm, failure_line, run_query, stop_quietly, warm_query
 from service.engine.sink import SinkOptions
-from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
+from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health, Phase
 from service.instance.lease import Announcement, Lease, LeaseLost
 from service.instance.signals import stop_on_signals
+from service.instance.task_roles import RUNNING, TaskRoles
+from service.ops.forward import advertised
 from service.ops.http_api import HttpApi, serve_http, serving
 from service.ops.metrics import Metrics, MetricsRefresher
+from service.ops.queries import Owner
 from service.ops.stalls import StallWatch
 from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
@@ -134,11 +137,15 @@ class Daemon:
         self.input_partitions, self.changelog_partitions = input_partitions, changelog_partitions
         self.spark = session.get
         self.stop = threading.Event()
-        self.lease = Lease(cfg.conn, cfg.topics.instances,
-                           Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s),
-                           cfg.lease_interval_s, cfg.takeover_timeout_s)
+        me = Announcement.here(cfg.state_dir, p.changelog_topic, cfg.instance, cfg.lease_interval_s)
         if stores.api is not None:
-            stores.api.owner = lambda: (self.lease.me.instance, self.lease.generation)
+            me = replace(me, api=advertised(cfg.metrics_host, stores.api.port, cfg.http_advertise))
+        self.lease = Lease(cfg.conn, cfg.topics.instances, me, cfg.lease_interval_s, cfg.takeover_timeout_s)
+        # One instance holds every task of its store: they move with its phase (``run``).
+        self.tasks = TaskRoles(len(changelog_partitions))
+        if stores.api is not None:
+            stores.api.owner = lambda: Owner(self.lease.me.instance, self.lease.generation, self.tasks.snapshot())
+            stores.api.peer = self._owner_address
         self.record_bytes = min(max_record_bytes(cfg.conn, t) for t in (p.dlq_topic, *p.output_topics))
         self.outage = Outage(metrics.kafka_outage)
         self._rewarm: Rewarm | None = None
@@ -147,8 +154,22 @@ class Daemon:
     def store(self) -> Store:
         return self.stores.store
 
+    def _owner_address(self) -> str | None:
+        """Where the instance that runs the tasks answers queries, while this one runs none
+        of them (``ops.forward``); None when no live instance says it runs them."""
+        if RUNNING in self.tasks.snapshot():
+            return None
+        holder = self.lease.holder()
+        if holder is None or not holder.what.api:
+            return None
+        return holder.what.api if any(holder.what.runs(t) for t in self.changelog_partitions) else None
+
     def run(self) -> int:
-        self.health.on_change(lambda phase: self.lease.set_role(phase.name))
+        def moved(phase: Phase) -> None:
+            self.tasks.follow(phase.name)
+            self.lease.set_role(phase.name, tasks=self.tasks.snapshot())
+
+        self.health.on_change(moved)
         refresher = (MetricsRefresher(self.metrics, self.cfg.conn, lambda: self.store if self.stores.whole else None,
                                       self.p.input_topic)
                      if self.cfg.metrics_port is not None else None)

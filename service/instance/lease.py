@@ -54,6 +54,8 @@ import msgspec
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from service.instance.health import ACTIVE
+from service.instance.task_roles import RUNNING
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, unavailable, watermarks
 
@@ -94,6 +96,10 @@ class Announcement:
     interval_ms: int = int(LEASE_INTERVAL_S * 1000)
     token: str = ""  # new at every process start
     generation: int = 0  # of the lease it holds or last held; raised by every takeover
+    # Each task's role here, by task number (``service.instance.task_roles``); empty from an
+    # instance that does not say (an earlier version's).
+    tasks: tuple[str, ...] = ()
+    api: str = ""  # HOST:PORT where its HTTP API answers (``ops.forward``); empty: none
 
     @classmethod
     def here(cls, state_dir: Path, changelog: str, instance: str | None, interval_s: float) -> Announcement:
@@ -105,6 +111,16 @@ class Announcement:
     def key(self) -> bytes:
         """One compacted key per instance home, so the topic keeps each home's last word."""
         return f"{self.changelog}|{self.host}|{self.state_dir}".encode()
+
+    def runs(self, task: int) -> bool:
+        """Whether this instance says it commits ``task``: it runs it, and has not stopped or
+        been fenced since. One that does not name its tasks runs every task while it holds
+        the lease and is active."""
+        if self.role in _GONE:
+            return False
+        if self.tasks:
+            return task < len(self.tasks) and self.tasks[task] == RUNNING
+        return self.holds_lease and self.role == ACTIVE
 
     def same_home(self, other: Announcement) -> bool:
         """Same host and state dir: the same instance, restarted."""
@@ -250,6 +266,7 @@ class Lease:
         self._seq: Callable[[], int] = lambda: 0
         self._role = "starting"
         self._holds = False
+        self._tasks: tuple[str, ...] = ()
         self._generation = 0
         self._claim: int | None = None  # offset of our claim of ``_generation``, once read back
         self._own_read_at: float | None = None  # monotonic: when our own announcement last came back
@@ -286,12 +303,14 @@ class Lease:
         self.announce()
         self._producer.flush(5)
 
-    def set_role(self, role: str, holds_lease: bool | None = None) -> None:
+    def set_role(self, role: str, holds_lease: bool | None = None, tasks: tuple[str, ...] | None = None) -> None:
         """What the next announcements say (the runner calls it on every phase change)."""
         with self._lock:
             self._role = role
             if holds_lease is not None:
                 self._holds = holds_lease
+            if tasks is not None:
+                self._tasks = tasks
         self.announce()
 
     def claim(self, timeout_s: float = 30.0) -> int:
@@ -350,7 +369,7 @@ class Lease:
         with self._announcing:
             with self._lock:
                 what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
-                               generation=self._generation)
+                               generation=self._generation, tasks=self._tasks)
             sent = time.monotonic()
 
             def delivered(err: KafkaError | None, msg: Message) -> None:

@@ -7,6 +7,9 @@
     /api/counts, /api/top?n=10    drink-count's store (``service.drink_count.http``)
     /api/windows?key=&from=&to=   the windows store's open windows (``service.windows.http``)
 
+An instance that runs none of the tasks (a standby) forwards the data paths to the one that
+runs them, and answers itself only when that one does not (``ops.forward``).
+
 The paths under /api/ beside /api/status are the pipeline's own: its wing brings them
 (``engine.contract.Pipeline.routes``), and this module names no pipeline.
 
@@ -49,6 +52,7 @@ from prometheus_client.exposition import choose_encoder
 from restorer.codec import RESERVED, decode_entries
 from restorer.store import Store
 from service.instance.health import STANDBY, Health, data_refusal, liveness, readiness
+from service.ops.forward import FORWARDED_HEADER, forward
 from service.ops.httpd import RETRY_AFTER_S, HttpServer, Lane, Request, Response
 from service.ops.metrics import Metrics
 from service.ops.queries import BadQuery, Owner, Route, find_route, labelled, status_answer
@@ -119,7 +123,10 @@ class HttpApi:
         self._whole = False  # the attached store is whole (``whole``)
         # Who answers: this instance's name and its lease's generation (set by the daemon
         # once it has a lease); ``queries.labelled`` says what each answer carries.
-        self.owner: Callable[[], tuple[str, int]] | None = None
+        self.owner: Callable[[], Owner] | None = None
+        # Where the instance that runs the tasks answers, while this one runs none of them
+        # (set by the daemon): data queries go there first (``ops.forward``).
+        self.peer: Callable[[], str | None] | None = None
         # Held while a request reads the store, and to detach it: the store is never closed
         # under a reader.
         self._store_lock = threading.Lock()
@@ -127,6 +134,9 @@ class HttpApi:
         # the store or the metrics. Store reads and renderings share the other.
         self._probes = Lane("http-probe", 1, MAX_WAITING)
         self._work = Lane("http-work", 2, MAX_WAITING)
+        # Forwards wait on another instance (up to FORWARD_TIMEOUT_S when it is paused): on a
+        # lane of their own, so they never hold up this instance's own reads.
+        self._forwards = Lane("http-forward", 8, MAX_WAITING)
         try:
             self._server = HttpServer(host, port, self._handle, "http-api", "brewstream")
         except OSError as exc:
@@ -155,6 +165,7 @@ class HttpApi:
         self._server.stop()
         self._probes.close()
         self._work.close()
+        self._forwards.close()
 
     # ---------------------------------------------------------------- answering
 
@@ -181,10 +192,24 @@ class HttpApi:
             except Exception as exc:  # a store that cannot be read now; the daemon says why in its log
                 log.warning("the HTTP API could not read the store: %s", exc)
                 return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"cannot read the store ({type(exc).__name__})"}
-        owner = None if self.owner is None else Owner(*self.owner())
+        owner = None if self.owner is None else self.owner()
         lag = _by_partition(self.metrics.restore_remaining)
         return HTTPStatus.OK, {"pipeline": self.pipeline, "role": phase.name,
                                **labelled(body, phase.name == STANDBY, owner, lag)}
+
+    def forwarded(self, route: Route, query: str, rest: str, address: str, target: str,
+                  authorization: str | None) -> tuple[HTTPStatus, dict[str, object]] | str:
+        """The owner's answer to a data query (``ops.forward``), or why there is none. A bad
+        query is refused here, never sent on."""
+        try:
+            route.prepare(route.params_of(query, rest))
+        except BadQuery as exc:
+            return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+        me = "" if self.owner is None else self.owner().instance
+        got = forward(address, target, authorization, me)
+        if isinstance(got, str):
+            return got
+        return HTTPStatus.OK, {**got.doc, "forwarded_by": me}
 
     def probe(self, path: str) -> Response:
         ok, text = (liveness if path == "/healthz" else readiness)(self.health.phase)
@@ -205,9 +230,19 @@ class HttpApi:
                             headers=(("WWW-Authenticate", 'Bearer realm="brewstream"'),))
         if route is None:
             return await self._metrics(request)
+        # Forwarded once at most (``ops.forward``): a request another instance sent on is answered here.
+        sent_on = request.headers.get(FORWARDED_HEADER) is not None
+        address = None if sent_on or route.any_phase or self.peer is None else self.peer()
+        failed: str | None = None
+        if address is not None:
+            auth = request.headers.get("Authorization")
+            got = await self._forwards.run(("forward", address, request.target),
+                                           lambda: self.forwarded(route, query, rest, address, request.target, auth))
+            if not isinstance(got, str):
+                return _json(*got)
+            failed = got
         status, doc = await self._work.run(("api", path, query), lambda: self.answer(route, query, rest))
-        return Response(status, orjson.dumps(doc) + b"\n", "application/json",
-                        RETRY if status == HTTPStatus.SERVICE_UNAVAILABLE else ())
+        return _json(status, doc if failed is None else {**doc, "forward_failed": failed})
 
     async def _metrics(self, request: Request) -> Response:
         # As prometheus_client's own server did: OpenMetrics when asked for, gzip when
@@ -223,6 +258,11 @@ class HttpApi:
 
         body = await self._work.run(("metrics", content_type, names, zipped), render)
         return Response(HTTPStatus.OK, body, content_type, (("Content-Encoding", "gzip"),) if zipped else ())
+
+
+def _json(status: HTTPStatus, doc: Mapping[str, object]) -> Response:
+    return Response(status, orjson.dumps(doc) + b"\n", "application/json",
+                    RETRY if status == HTTPStatus.SERVICE_UNAVAILABLE else ())
 
 
 def serve_http(host: str, port: int | None, pipeline: str, input_topic: str, pipeline_routes: Mapping[str, Route],

@@ -154,17 +154,24 @@ def status_answer(state: StoreState, input_topic: str, lag: Mapping[str, float],
 
 @dataclass(frozen=True)
 class Owner:
-    """Who answers: the instance's name and its lease's generation."""
+    """Who answers: the instance's name, its lease's generation, and its tasks' roles by
+    task number (``service.instance.task_roles``)."""
 
     instance: str
     generation: int
+    tasks: tuple[str, ...] = ()
+
+    def task_role(self, task: str) -> str | None:
+        """The role of ``task`` (a JSON key: its number) here; None for one it does not know."""
+        n = int(task) if task.isascii() and task.isdigit() else -1
+        return self.tasks[n] if 0 <= n < len(self.tasks) else None
 
 
 def labelled(body: Mapping[str, object], standby: bool, owner: Owner | None,
              lag: Mapping[str, float]) -> dict[str, object]:
     """An answer labelled with who gave it, and each of its tasks (``restorer.tasks``) with
-    the instance that owns it. An active instance owns every task of its store. A
-    standby's answer is a copy that may be behind: it says so (``stale``) with how far
+    the instance that owns it and its role here (``state``). An active instance owns every
+    task of its store. A standby's answer is a copy that may be behind: it says so (``stale``) with how far
     behind its changelog it was when it last followed it (``lag``: the offsets per task,
     as the metrics last saw them), and names no owner; never an unlabelled stale answer."""
     out: dict[str, object] = dict(body)
@@ -180,11 +187,12 @@ def labelled(body: Mapping[str, object], standby: bool, owner: Owner | None,
 
 
 def _task_labels(task: str, standby: bool, owner: Owner | None, lag: Mapping[str, float]) -> dict[str, object]:
+    role = {} if owner is None else {"state": owner.task_role(task)}
     if standby:
         behind = lag.get(task)
         return {"owner": None, "stale": True,
-                "lag": int(behind) if behind is not None and math.isfinite(behind) else None}
-    return {} if owner is None else {"owner": owner.instance, "generation": owner.generation}
+                "lag": int(behind) if behind is not None and math.isfinite(behind) else None, **role}
+    return {} if owner is None else {"owner": owner.instance, "generation": owner.generation, **role}
 
 
 def _short(text: str, limit: int = 60) -> str:

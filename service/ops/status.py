@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,13 +41,14 @@ class InstanceView:
     def as_json(self) -> dict[str, object]:
         a = self.what
         return {"instance": a.instance, "host": a.host, "pid": a.pid, "state_dir": a.state_dir, "role": a.role,
-                "holds_lease": a.holds_lease, "seq": a.seq, "age_s": round(self.age_s, 3)}
+                "holds_lease": a.holds_lease, "seq": a.seq, "generation": a.generation, "tasks": list(a.tasks),
+                "age_s": round(self.age_s, 3)}
 
 
 @dataclass(frozen=True)
 class TaskView:
     """A task (``restorer.tasks``): how far this store has applied its changelog partition,
-    and the instance whose lease writes it (one lease covers every task today)."""
+    the instance that commits it (``task_owner``), and its role on this state dir's instance."""
 
     task: int
     seq: int  # the last batch committed to it that this store holds
@@ -55,6 +56,7 @@ class TaskView:
     end: int  # the changelog partition's end, as read_committed readers see it
     owner: str | None = None
     generation: int | None = None
+    role: str | None = None  # as the instance on this state dir last announced it
 
     @property
     def lag(self) -> int:
@@ -66,7 +68,7 @@ class TaskView:
 
     def as_json(self) -> dict[str, object]:
         return {"task": self.task, "seq": self.seq, "changelog_position": self.position, "changelog_end": self.end,
-                "lag": self.lag, "owner": self.owner, "generation": self.generation}
+                "lag": self.lag, "owner": self.owner, "generation": self.generation, "role": self.role}
 
 
 @dataclass(frozen=True)
@@ -154,13 +156,27 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
             for p, (_low, high) in sorted(ends.items())]
     views = read_instances(conn, instances_topic, changelog) if instances_topic and changelog else []
     home = str(Path(state_dir).resolve())
-    role = next((v.what.role for v in views if v.what.state_dir == home and v.what.host == socket.gethostname()), None)
+    here = next((v.what for v in views if v.what.state_dir == home and v.what.host == socket.gethostname()), None)
     risk = retention_risk(conn, changelog) if changelog else None
-    owner = next((v.what for v in views if v.what.holds_lease), None)
-    tasks = [TaskView(t, commits.get(t, 0), positions.get(t), high, None if owner is None else owner.instance,
-                      None if owner is None else owner.generation)
+    tasks = [task_view(t, commits.get(t, 0), positions.get(t), high, [v.what for v in views], here)
              for t, (_low, high) in sorted(changelog_ends.items())]
-    return Status(store_path, topic, lags, last, batches, views, role, risk, tasks)
+    return Status(store_path, topic, lags, last, batches, views, None if here is None else here.role, risk, tasks)
+
+
+def task_owner(task: int, announced: Iterable[Announcement]) -> Announcement | None:
+    """Pure: the instance that commits ``task``, by the last announcement of each: of those
+    that say they run it (not stopped, not fenced since: ``Announcement.runs``), the one of
+    the latest generation; a woken older holder still announcing does not displace it. None
+    while nobody runs it (a stopped instance owns nothing)."""
+    return max((a for a in announced if a.runs(task)), key=lambda a: a.generation, default=None)
+
+
+def task_view(task: int, seq: int, position: int | None, end: int, announced: list[Announcement],
+              here: Announcement | None) -> TaskView:
+    owner = task_owner(task, announced)
+    role = here.tasks[task] if here is not None and task < len(here.tasks) else None
+    return TaskView(task, seq, position, end, None if owner is None else owner.instance,
+                    None if owner is None else owner.generation, role)
 
 
 # How long ``status`` waits for the first record an open transaction holds back.
@@ -242,9 +258,10 @@ def status_text(s: Status, now: float | None = None) -> str:
                          f"records past its last stable offset {p.end}; read_committed readers see them once the "
                          "producer commits or aborts it")
     if s.tasks:
-        lines.append(f"{'TASK':<10}{'SEQ':>8}{'POSITION':>12}{'END':>12}{'LAG':>10}  OWNER")
-        # Owners are read from a topic anyone with access may write to.
+        lines.append(f"{'TASK':<10}{'SEQ':>8}{'POSITION':>12}{'END':>12}{'LAG':>10}  {'HERE':<11}OWNER")
+        # Owners and roles are read from a topic anyone with access may write to.
         lines += [f"{t.task:<10}{t.seq:>8}{'-' if t.position is None else t.position:>12}{t.end:>12}{t.lag:>10}  "
+                  f"{printable(t.role or '-')[:10]:<11}"
                   f"{'-' if t.owner is None else f'{printable(t.owner)} (generation {t.generation})'}"
                   for t in s.tasks]
     if s.changelog_risk is not None:

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from restorer.store import StateDir, Store
+from sandbox.broker import free_port
 from tests.support.daemon import Instance
 from tests.support.drink_count import make_orders
 from tests.support.feed import Feed
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
+from tests.support.http import get_json
 from topics.clock import wait_until
 
 pytestmark = pytest.mark.spark
@@ -54,8 +56,16 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
     its own disk once."""
     feed = Feed(pipe, 4000, seed=70, seconds=70)
     feed.start()
-    a = Instance(pipe, tmp_path, "a").start()
-    b = Instance(pipe, tmp_path, "b", "--standby").start()  # while the active restores and counts
+    ports = {"a": free_port(), "b": free_port()}
+    a = Instance(pipe, tmp_path, "a", "--instance", "a", "--http-port", str(ports["a"])).start()
+    # while the active restores and counts
+    b = Instance(pipe, tmp_path, "b", "--standby", "--instance", "b", "--http-port", str(ports["b"])).start()
+
+    def answered(at: str, by: str) -> dict[str, Any] | None:
+        """/api/counts asked of ``at``, once the instance ``by`` answers it."""
+        doc = get_json(ports[at], "/api/counts")
+        return doc if doc is not None and doc.get("instance") == by and "stale" not in doc else None
+
     try:
         b.wait_for("role: standby")
         a.wait_for("INFO batch ")
@@ -65,11 +75,16 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
         b.start()
         b.wait_for("role: standby")
         wait_until(lambda: a.seq() > 5, 120, "a few batches on the active")
+        # Asked of the standby, the active answers: fresh, its tasks running there.
+        doc = wait_until(lambda: answered("b", "a"), 60, "the standby to forward a query to the active")
+        assert doc["forwarded_by"] == "b" and {t["state"] for t in doc["tasks"].values()} == {"running"}
         a.kill()
         b.wait_for("took over from")
         b.wait_for("role: active")
+        assert "forwarded_by" not in wait_until(lambda: answered("b", "b"), 60, "the new active to answer")
         a.start("--standby")  # the killed one is the new standby
         a.wait_for("role: standby")
+        assert wait_until(lambda: answered("a", "b"), 60, "the new standby to forward")["forwarded_by"] == "a"
         feed.more(100, seed=77)
         wait_until(lambda: "INFO batch " in b.text(), 120, "batches on the new active")
         b.kill()

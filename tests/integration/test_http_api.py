@@ -92,7 +92,13 @@ def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path:
         printed = counts_json(pipe.conn, state)
         assert (printed["counts"], printed["offsets"]) == (api["counts"], api["offsets"])
         assert {t: {k: v for k, v in task.items() if k != "counts"} for t, task in printed["tasks"].items()} == \
-            {t: {k: v for k, v in task.items() if k not in ("owner", "generation")} for t, task in api["tasks"].items()}
+            {t: {k: v for k, v in task.items() if k not in ("owner", "generation", "state")}
+             for t, task in api["tasks"].items()}
+        # Every task runs here, and `status` names this instance its owner, from its announcements.
+        assert {task["state"] for task in api["tasks"].values()} == {"running"}
+        running = json.loads(pipe.brew("status", "--state-dir", str(state), "--json", check=True).stdout)
+        assert {(t["owner"], t["generation"], t["role"]) for t in running["tasks"]} == \
+            {(api["instance"], api["generation"], "running")}
         assert api["counts"] == oracle(orders) and api["bad_orders"] == 4
         assert (api["pipeline"], api["role"]) == ("drink-count", "active")
         top = get_json(port, "/api/top?n=3")
@@ -110,6 +116,9 @@ def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path:
         assert "brewstream_role{pipeline=\"drink-count\",role=\"active\"} 1.0" in get(port, "/metrics")[1]
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(120) == 0
+        # Stopped: its tasks closed, and nobody owns them (a stopped instance commits nothing).
+        stopped = json.loads(pipe.brew("status", "--state-dir", str(state), "--json", check=True).stdout)
+        assert {(t["owner"], t["role"]) for t in stopped["tasks"]} == {(None, "closed")}
     finally:
         if daemon.poll() is None:
             daemon.kill()

@@ -19,6 +19,7 @@ from service.drink_count.http import routes
 from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING, STOPPED, Health
 from service.ops.http_api import HttpApi, bind_problem, serve_http, serving
 from service.ops.metrics import Metrics
+from service.ops.queries import Owner
 from topics.errors import BrewError
 
 TOKEN = "t0ken-never-echoed"
@@ -115,11 +116,11 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
                            "tasks": {"0": {"keys": 2, "seq": 3, "changelog_position": 9},
                                      "1": {"keys": 0, "seq": 0, "changelog_position": None}}}
             # Once the daemon holds a lease, every answer and every task names who answers.
-            api.owner = lambda: ("brew-1", 4)
+            api.owner = lambda: Owner("brew-1", 4, ("running", "running"))
             labelled = json.loads(get(api, "/api/counts")[1])
             assert (labelled["instance"], labelled["generation"]) == ("brew-1", 4)
-            assert {t: (v["owner"], v["generation"]) for t, v in labelled["tasks"].items()} == \
-                {"0": ("brew-1", 4), "1": ("brew-1", 4)}
+            assert {t: (v["owner"], v["generation"], v["state"]) for t, v in labelled["tasks"].items()} == \
+                {"0": ("brew-1", 4, "running"), "1": ("brew-1", 4, "running")}
             assert json.loads(get(api, "/api/top?n=1")[1])["top"] == [{"rank": 1, "drink": "latte", "count": 4}]
             status = json.loads(get(api, "/api/status")[1])
             assert (status["role"], status["seq"], status["input_topic"]) == ("active", 3, "orders")
@@ -142,10 +143,11 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
             health.set(RESTORING, "catching up with the changelog as a standby")
             health.set(STANDBY, "following the changelog")
             api.metrics.restore_progress(0, 0, 9, 12)  # as its last follow of the changelog saw it
+            api.owner = lambda: Owner("brew-1", 4, ("standby", "standby"))
             copy = json.loads(get(api, "/api/counts")[1])
             assert (copy["role"], copy["stale"], copy["standby_lag"]) == ("standby", True, 3)
             assert copy["tasks"]["0"] | {"keys": 2} == {"keys": 2, "seq": 3, "changelog_position": 9, "owner": None,
-                                                        "stale": True, "lag": 3}
+                                                        "stale": True, "lag": 3, "state": "standby"}
             health.set(STARTING, "starting the query")
             health.set(ACTIVE, query_alive=lambda: False)
             assert get(api, "/api/counts")[0] == 503  # a dead query: /readyz says not ready too

@@ -21,6 +21,7 @@ from restorer.codec import (
 )
 from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_counts, drink_key
 from service.drink_count.http import counts_answer, top_answer
+from service.instance.task_roles import TASK_ROLES
 from service.ops.queries import (
     MAX_TOP,
     BadQuery,
@@ -182,8 +183,11 @@ lags = st.dictionaries(st.sampled_from(["0", "1", "2", "7"]),
                        st.one_of(st.integers(0, 10**6).map(float), st.just(math.nan)))
 
 
-@given(task_bodies, st.booleans(), st.one_of(st.none(), st.builds(Owner, st.text(max_size=5), st.integers(0, 9))),
-       lags)
+owners = st.builds(Owner, st.text(max_size=5), st.integers(0, 9),
+                   st.lists(st.sampled_from(TASK_ROLES), max_size=4).map(tuple))
+
+
+@given(task_bodies, st.booleans(), st.one_of(st.none(), owners), lags)
 def test_every_answer_says_who_gave_it_and_a_standby_never_answers_unlabelled(
         tasks: dict[str, dict[str, int]], standby: bool, owner: Owner | None, lag: dict[str, float]) -> None:
     body = {"seq": 3, "tasks": tasks}
@@ -195,6 +199,8 @@ def test_every_answer_says_who_gave_it_and_a_standby_never_answers_unlabelled(
     assert isinstance(labels, dict) and set(labels) == set(tasks)
     for t, task in labels.items():
         assert {k: task[k] for k in tasks[t]} == tasks[t]
+        if owner is not None:  # the task's role here, by its number; none for a task it does not know
+            assert task["state"] == (owner.tasks[int(t)] if int(t) < len(owner.tasks) else None)
         if standby:
             # A copy that may be behind: no owner, marked stale, with its lag where the metrics know it.
             assert task["owner"] is None and task["stale"] is True
