@@ -659,7 +659,7 @@ def status_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: 
     require_broker(conn)
     topics = Topics(topic_prefix)
     status = read_status(conn, state_dir or wing.default_state_dir, wing.input_topic(topics), topics.instances,
-                         wing.changelog_topic(topics))
+                         wing.changelog_topic(topics), wing.side_inputs(topics))
     now = time.time()
     click.echo(orjson.dumps(status.as_json(now)).decode() if as_json else status_text(status, now))
     problems = health_problems(status, now, max_lag, max_batch_age)

@@ -52,6 +52,8 @@ class Wing:
     check_value: ValueCheck  # why a changelog value cannot belong to its key (the restorer asks)
     # ``brewstream counts`` on its store (every key and value of it); None: not for this store.
     counts: Callable[[Iterable[tuple[bytes, bytes]]], CountsView] | None = None
+    # Its other inputs, whose offsets its store keeps beside the input's (``status`` shows their lag).
+    side_inputs: Callable[[Topics], tuple[str, ...]] = field(default=lambda _topics: ())
 
     @property
     def default_state_dir(self) -> Path:

@@ -82,11 +82,13 @@ class Status:
     role: str | None = None  # what the instance on this state dir last announced
     changelog_risk: str | None = None  # how the changelog deletes records by itself (``retention_risk``)
     tasks: list[TaskView] = field(default_factory=list)
-
+    # The pipeline's other inputs (revenue's menu), by topic: how far the store has read each.
+    side: dict[str, list[PartitionLag]] = field(default_factory=dict)
 
     @property
     def lag(self) -> int:
-        return sum(p.lag for p in self.partitions)
+        """Records of every input the store has not applied: a side input stuck counts too."""
+        return sum(p.lag for p in self.partitions) + sum(p.lag for lags in self.side.values() for p in lags)
 
     def batch_age_s(self, now: float) -> float | None:
         return None if self.last_batch_ms is None else now - self.last_batch_ms / 1000
@@ -100,12 +102,20 @@ class Status:
                 "partitions": [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag,
                                 "held_back": p.held_back,
                                 "held_since": None if p.held_since_ms is None else utc_iso(p.held_since_ms / 1000)}
-                               for p in self.partitions]}
+                               for p in self.partitions],
+                "side_inputs": {topic: [{"partition": p.partition, "stored": p.stored, "end": p.end, "lag": p.lag}
+                                        for p in lags] for topic, lags in self.side.items()}}
 
 
 def input_lag(stored: Mapping[int, int], ends: Mapping[int, tuple[int, int]]) -> dict[int, int]:
     """Records per partition beyond the store's next offset; all of them when it has none."""
     return {p: max(0, high - stored.get(p, low)) for p, (low, high) in ends.items()}
+
+
+def side_lags(stored: Mapping[int, int], ends: Mapping[int, tuple[int, int]]) -> list[PartitionLag]:
+    """A side input's lag per partition (``input_lag``)."""
+    lag = input_lag(stored, ends)
+    return [PartitionLag(p, stored.get(p), high, lag[p]) for p, (_low, high) in sorted(ends.items())]
 
 
 # An open upstream transaction shorter than this is a producer at work, not a stall
@@ -125,11 +135,12 @@ def held_back(stored: Mapping[int, int], stable: Mapping[int, int],
 
 
 def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_topic: str | None = None,
-                changelog: str | None = None) -> Status:
+                changelog: str | None = None, side_topics: tuple[str, ...] = ()) -> Status:
     store_path = StateDir(state_dir).store_path
     with Store(store_path, read_only=True) as store:
         stored, last, batches = store.next_offsets(topic), store.last_batch_ms(), store.last_seq()
         positions, commits = store.positions(), store.commit_markers()
+        side_stored = {t: store.next_offsets(t) for t in side_topics}
     partitions = partitions_of(conn, topic)
     try:
         changelog_parts = partitions_of(conn, changelog) if changelog else []
@@ -144,6 +155,7 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
                          {p: high for p, (_low, high) in uncommitted.items()})
         since = {p: first_record_ms(everything, topic, p, lso) for p, (lso, _n) in held.items()}
         changelog_ends = end_offsets(consumer, changelog, changelog_parts) if changelog and changelog_parts else {}
+        side_ends = {t: end_offsets(consumer, t, partitions_of(conn, t)) for t in side_topics}
     finally:
         consumer.close()
         everything.close()
@@ -160,7 +172,9 @@ def read_status(conn: KafkaConnection, state_dir: Path, topic: str, instances_to
     risk = retention_risk(conn, changelog) if changelog else None
     tasks = [task_view(t, commits.get(t, 0), positions.get(t), high, [v.what for v in views], here)
              for t, (_low, high) in sorted(changelog_ends.items())]
-    return Status(store_path, topic, lags, last, batches, views, None if here is None else here.role, risk, tasks)
+    side = {t: side_lags(side_stored[t], ends_t) for t, ends_t in side_ends.items()}
+    return Status(store_path, topic, lags, last, batches, views, None if here is None else here.role, risk, tasks,
+                  side)
 
 
 def task_owner(task: int, announced: Iterable[Announcement]) -> Announcement | None:
@@ -249,7 +263,11 @@ def status_text(s: Status, now: float | None = None) -> str:
              f"{'PARTITION':<10}{'STORED':>12}{'END':>12}{'LAG':>10}"]
     lines += [f"{p.partition:<10}{'-' if p.stored is None else p.stored:>12}{p.end:>12}{p.lag:>10}"
               for p in s.partitions]
-    lines.append(f"total lag on {s.topic}: {s.lag}")
+    lines.append(f"total lag on {s.topic}: {sum(p.lag for p in s.partitions)}")
+    for topic, lags in s.side.items():
+        lines.append(f"{'PARTITION':<10}{'STORED':>12}{'END':>12}{'LAG':>10}  of {topic}")
+        lines += [f"{p.partition:<10}{'-' if p.stored is None else p.stored:>12}{p.end:>12}{p.lag:>10}" for p in lags]
+        lines.append(f"total lag on {topic}: {sum(p.lag for p in lags)}")
     for p in s.partitions:
         if p.held_back:
             since = "" if p.held_since_ms is None else (f" since {utc_iso(p.held_since_ms / 1000)} "

@@ -9,4 +9,4 @@ from service.engine.contract import Wing
 from service.revenue.state import check_value, decode_revenue_state
 
 WING = Wing("revenue", input_topic=attrgetter("orders"), changelog_topic=attrgetter("revenue_changelog"),
-            check_value=check_value, counts=decode_revenue_state)
+            check_value=check_value, counts=decode_revenue_state, side_inputs=lambda t: (t.menu,))

@@ -16,6 +16,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from restorer.store import StateDir, Store
@@ -173,6 +174,20 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     assert sum(1 for cause, _ in causes if cause == "bad menu record") == len(scenario.bad_menu)
     assert len(causes) == len(expected.no_price) + len(late) + len(scenario.bad_menu)
     assert json.loads(json.dumps(got["offsets"]))  # the offsets are printed
+
+    # `status` shows how far the store has read the menu too, and a menu it has not read is lag.
+    def status() -> dict[str, Any]:
+        out = pipe.brew("status", "--store", "revenue", "--state-dir", str(daemon.state), "--json", "--max-lag", "0")
+        return {"exit": out.returncode, **json.loads(out.stdout)}
+
+    before = status()
+    assert before["exit"] == 0 and before["lag"] == 0, before
+    assert {p["lag"] for p in before["side_inputs"][pipe.topics.menu]} == {0}
+    for i in range(3):
+        sender.menu(*menu_record(SPECIAL, 900 + i, start_ns + i * S)[:2], start_ns + i * S)
+    after = status()
+    assert sum(p["lag"] for p in after["side_inputs"][pipe.topics.menu]) == after["lag"] == 3
+    assert after["exit"] == 3  # past --max-lag: a menu nobody reads is unhealthy
 
 
 def test_the_menu_topic_created_again_under_the_daemon_prices_nothing_wrong(pipe: Pipeline, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from service.instance.health import ACTIVE, FENCED, PHASES, STOPPED
 from service.instance.lease import Announcement
 from service.instance.task_roles import RUNNING, TASK_ROLES
-from service.ops.status import Status, TaskView, status_text, task_owner
+from service.ops.status import PartitionLag, Status, TaskView, status_text, task_owner
 
 
 @given(st.one_of(st.none(), st.integers(0, 10**6)), st.integers(0, 10**6))
@@ -62,3 +62,16 @@ def test_a_task_s_owner_is_the_latest_generation_that_runs_it_and_never_a_stoppe
         assert owner is None
     else:
         assert owner in running and owner.generation == max(a.generation for a in running)
+
+
+def test_a_side_input_s_lag_is_shown_and_counted() -> None:
+    s = Status(Path("/s/store"), "orders", [PartitionLag(0, 5, 5, 0)], None, 2,
+               side={"menu": [PartitionLag(0, 3, 7, 4), PartitionLag(1, None, 2, 2)]})
+    assert s.lag == 6  # a menu nobody reads is lag like any input's
+    text = status_text(s, now=0)
+    assert "total lag on orders: 0" in text and "total lag on menu: 6" in text
+    assert [line.split() for line in text.splitlines() if line.startswith(("0 ", "1 "))][-2:] == [
+        ["0", "3", "7", "4"], ["1", "-", "2", "2"]]
+    doc = s.as_json(0)
+    assert doc["lag"] == 6 and doc["side_inputs"] == {"menu": [
+        {"partition": 0, "stored": 3, "end": 7, "lag": 4}, {"partition": 1, "stored": None, "end": 2, "lag": 2}]}
