@@ -20,19 +20,30 @@ default where its HTTP server binds), read from its announcements. The rules:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
+import re
 import socket
+import threading
 from dataclasses import dataclass
 
 import orjson
 
+from service.records.limits import printable
+
 FORWARDED_HEADER = "X-Brewstream-Forwarded-By"
 # A paused owner's kernel still accepts the connection; past this the instance answers itself.
 FORWARD_TIMEOUT_S = 1.0
-# The largest answer taken from an owner: far above any store's JSON the API serves.
-MAX_FORWARDED_BYTES = 256 * 1024 * 1024
+# The whole answer must have come by then: an owner (or whatever the address leads to) that
+# trickles bytes holds a forwarding thread no longer.
+FORWARD_DEADLINE_S = 10.0
+# The largest answer taken from an owner: far above the store answers the API serves (a
+# million drinks' counts are about 40 MiB of JSON).
+MAX_FORWARDED_BYTES = 128 * 1024 * 1024
+_CHUNK = 1 << 16
 _WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}")  # a DNS name or an IPv4 address
 
 
 class BadAddress(ValueError):
@@ -53,7 +64,7 @@ def parse_address(text: str) -> tuple[str, int]:
             ipaddress.IPv6Address(host[1:-1])
         except ValueError:
             raise BadAddress(f"{host[:80]!r} is not an IPv6 address") from None
-    elif not host.isascii() or any(c.isspace() or c in "/?#@[]" for c in host) or ":" in host:
+    elif not _HOST.fullmatch(host):
         raise BadAddress(f"{host[:80]!r} is not a host name or address (IPv6 goes in brackets)")
     return host, int(port)
 
@@ -76,9 +87,12 @@ class Forwarded:
 
 
 def forward(address: str, target: str, authorization: str | None, me: str,
-            timeout_s: float = FORWARD_TIMEOUT_S) -> Forwarded | str:
+            timeout_s: float = FORWARD_TIMEOUT_S, deadline_s: float = FORWARD_DEADLINE_S,
+            max_bytes: int = MAX_FORWARDED_BYTES) -> Forwarded | str:
     """GET ``target`` (path and query, as the client sent them) from the instance at
-    ``address``: its document, or why there is none (one line)."""
+    ``address``: its document, or why there is none (one line). Each wait on the socket
+    is bounded by ``timeout_s``, the whole exchange by ``deadline_s`` (past it the socket
+    is shut under whatever read waits), the answer by ``max_bytes``."""
     try:
         host, port = parse_address(address)
     except BadAddress as exc:
@@ -87,18 +101,38 @@ def forward(address: str, target: str, authorization: str | None, me: str,
     headers = {FORWARDED_HEADER: me, "Accept": "application/json"}
     if authorization is not None:
         headers["Authorization"] = authorization
+    late = threading.Event()
+
+    def cut() -> None:
+        late.set()
+        with contextlib.suppress(OSError, AttributeError):
+            conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it
+
+    timer = threading.Timer(deadline_s, cut)
+    timer.daemon = True
+    timer.start()
     try:
         conn.request("GET", target, headers=headers)
         response = conn.getresponse()
-        body = response.read(MAX_FORWARDED_BYTES + 1)
+        if response.status != 200:
+            return f"the owner at {address} answered {response.status}"
+        parts: list[bytes] = []
+        size = 0
+        while chunk := response.read1(_CHUNK):
+            parts.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return f"the owner at {address} answered more than {max_bytes} bytes"
+        body = b"".join(parts)
     except (OSError, http.client.HTTPException) as exc:
-        return f"the owner at {address} did not answer ({type(exc).__name__}: {str(exc)[:120]})"
+        if late.is_set():
+            return f"the owner at {address} did not answer whole within {deadline_s:g}s"
+        return f"the owner at {address} did not answer ({type(exc).__name__}: {printable(str(exc)[:120])})"
     finally:
+        timer.cancel()
         conn.close()
-    if response.status != 200:
-        return f"the owner at {address} answered {response.status}"
-    if len(body) > MAX_FORWARDED_BYTES:
-        return f"the owner at {address} answered more than {MAX_FORWARDED_BYTES} bytes"
+    if late.is_set():
+        return f"the owner at {address} did not answer whole within {deadline_s:g}s"
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:

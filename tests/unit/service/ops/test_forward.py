@@ -3,9 +3,12 @@ that runs the tasks, over real sockets between two HTTP servers (no Kafka, no Sp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -143,3 +146,65 @@ def test_a_silent_owner_costs_a_query_the_forward_timeout_not_more(tmp_path: Pat
     finally:
         api.stop()
         silent.close()
+
+
+class Server:
+    """A listening socket whose every connection gets ``reply(conn)``, on a thread."""
+
+    def __init__(self, reply: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.done = threading.Event()
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.recv(65536)
+                    reply(conn)
+                    self.done.wait(30)
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.done.set()
+        self.sock.close()
+
+
+def trickle(conn: socket.socket) -> None:
+    for byte in b"HTTP/1.0 200 OK\r\nX-Slow: " + b"y" * 1000:  # a header a byte at a time, never ending
+        conn.sendall(bytes([byte]))
+        time.sleep(0.05)
+
+
+def garbage(conn: socket.socket) -> None:
+    conn.sendall(b"\x00\x01not http at all\r\n\r\n")
+
+
+def oversized(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + b"[" + b"1," * 4000 + b"1]")
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    (trickle, "did not answer whole within 1.5s"),
+    (garbage, "did not answer (BadStatusLine"),
+    (oversized, "answered more than 1000 bytes"),
+])
+def test_whatever_the_address_leads_to_a_forward_ends_in_one_line(reply: Callable[[socket.socket], None],
+                                                                  why: str) -> None:
+    server = Server(reply)
+    try:
+        got = forward(server.address, "/api/counts", None, "brew-b", timeout_s=1.0, deadline_s=1.5, max_bytes=1000)
+        assert isinstance(got, str) and why in got and "\n" not in got, got
+    finally:
+        server.close()
+
+
+@given(st.text(max_size=30))
+def test_an_accepted_host_is_plain_text(host: str) -> None:
+    try:
+        got, _ = parse_address(f"{host}:80")
+    except BadAddress:
+        return
+    assert got.isprintable() and got.isascii() and not any(c.isspace() for c in got)
