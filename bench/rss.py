@@ -55,15 +55,10 @@ def tree_rss(pid: int, cpu: dict[int, tuple[str, float]] | None = None) -> dict[
     """RSS by role: the root process, JVMs, and every other descendant; with ``cpu``, also
     each process's CPU seconds by its role (driver, jvm, python workers, other)."""
     parts: dict[str, int] = {}
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return parts
-    for proc in procs:
+    for proc in tree_processes(pid):
         # A worker may exit between listing and reading; it simply is not counted.
         with contextlib.suppress(psutil.Error):
-            role = _role(proc, pid)
+            role = role_of(proc, pid)
             if role == "other" and cpu is not None and proc.pid in cpu:
                 # A worker that has exited but not been reaped shows no command line and
                 # would pass for "other"; it keeps its role. (A role can change the other
@@ -80,12 +75,22 @@ def tree_rss(pid: int, cpu: dict[int, tuple[str, float]] | None = None) -> dict[
 RSS_PART = {"driver": "root", "jvm": "jvm"}  # the rest of the tree is "children" in the RSS split
 
 
-def _role(proc: psutil.Process, root: int) -> str:
+def role_of(proc: psutil.Process, root: int) -> str:
+    """What a process of the tree rooted at ``root`` is: driver, jvm, python workers, other."""
     if proc.pid == root:
         return "driver"
     if proc.name() == "java":
         return "jvm"
     return "python workers" if "pyspark.daemon" in " ".join(proc.cmdline()) else "other"
+
+
+def tree_processes(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and every descendant, as they are now; none once it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def cpu_seconds(pid: int) -> float:

@@ -22,6 +22,7 @@ falls behind takes ever larger batches, and its latency rises through the run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from bench.stats import percentile, summarize
 from bench.storewatch import StoreWatcher
 from bench.systems import ours
 from topics.clock import WaitTimedOut, wait_until
+from topics.kafka import KafkaConnection
 
 READY_TIMEOUT_S = 300.0
 POLL_S = 0.05  # latency is measured by these polls: keep them fine
@@ -131,11 +133,7 @@ def _measure(ctx: BenchContext, stream: OrderStream, trigger: float, seconds: fl
                                "latency-daemon")
     feed = PacedFeed(conn, topics.orders, stream, cfg.latency_rate, 1)
     try:
-        # One order first: its commit says Spark, the query and the Python workers are up.
-        first = PacedFeed(conn, topics.orders, stream, cfg.latency_rate, 0, 1)
-        first.run()
-        wait_until(lambda: watcher.committed(_targets(first)), READY_TIMEOUT_S, "the daemon's first batch",
-                   every=POLL_S, give_up=daemon.exit_reason)
+        first_batch(conn, topics.orders, stream, cfg.latency_rate, watcher, daemon.exit_reason)
         # Warm-up: at least --warmup-seconds of feed, and until the daemon has committed
         # orders of this feed (the first batches after start-up are the slow ones).
         feed.start()
@@ -155,7 +153,7 @@ def _measure(ctx: BenchContext, stream: OrderStream, trigger: float, seconds: fl
         last_produce = feed.produced_at[feed.last_index - 1]
         caught_up: float | None
         try:
-            caught_up = wait_until(lambda: watcher.committed(_targets(feed)) and time.monotonic(),
+            caught_up = wait_until(lambda: watcher.committed(targets(feed)) and time.monotonic(),
                                    CATCH_UP_TIMEOUT_S, "the store to catch up", every=POLL_S,
                                    give_up=daemon.exit_reason) - last_produce
         except WaitTimedOut:
@@ -183,7 +181,17 @@ def _measure(ctx: BenchContext, stream: OrderStream, trigger: float, seconds: fl
     return result
 
 
-def _targets(feed: PacedFeed) -> dict[int, int]:
+def first_batch(conn: KafkaConnection, topic: str, stream: OrderStream, rate: int, watcher: StoreWatcher,
+                exit_reason: Callable[[], str | None]) -> None:
+    """One order first: its commit says Spark, the query and the Python workers are up."""
+    first = PacedFeed(conn, topic, stream, rate, 0, 1)
+    first.run()
+    wait_until(lambda: watcher.committed(targets(first)), READY_TIMEOUT_S, "the daemon's first batch",
+               every=POLL_S, give_up=exit_reason)
+
+
+def targets(feed: PacedFeed) -> dict[int, int]:
+    """The next offset per partition past every order ``feed`` placed."""
     out: dict[int, int] = {}
     for p, o in feed.placed.values():
         out[p] = max(out.get(p, 0), o + 1)
