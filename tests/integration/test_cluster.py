@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 
 from sandbox.broker import free_port
 from sandbox.spark_cluster import SparkCluster, down, master_state, running_pid, status, up
-from service.spark.session import METASPACE_OPTION
+from service.spark.session import METASPACE_OPTION, PARALLEL_GC_OPTIONS
 from tests.support.corpus import BAD_ORDERS
 from tests.support.executor_env import executor_python
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce, read_topic
@@ -225,7 +225,7 @@ def test_conf_reaches_the_running_app_over_spark_defaults(
         assert props["spark.executor.memory"] == "600m"
         assert props["spark.sql.shuffle.partitions"] == "7"  # spark-defaults.conf over brewstream's 4
         assert props["spark.python.worker.reuse"] == "true"  # brewstream's, where nobody set anything
-        assert props["spark.executor.defaultJavaOptions"] == f"-XX:+UseParallelGC {METASPACE_OPTION}"
+        assert props["spark.executor.defaultJavaOptions"] == f"{PARALLEL_GC_OPTIONS} {METASPACE_OPTION}"
         # A clean stop once the query runs (SIGTERM during start-up is not what this tests).
         wait_until(lambda: "role: active" in log.read_text(), 120, "the query to start", give_up=exited)
     finally:
