@@ -7,11 +7,11 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 # Default micro-batch interval: none. A daemon's batch starts as soon as the one before it
 # has committed, once BATCH_MIN_RECORDS records wait or BATCH_MAX_DELAY_S has passed since
 # the last batch started (Spark's minOffsetsPerTrigger and maxTriggerDelay, set by
-# engine.query.start_query). So an order waits only for the batch in flight: at 5,000
-# orders/s p99 produce -> committed store fell from 0.38 s (a 250 ms interval) to 0.26 s,
-# while a trickle still makes at most four batches a second, each a Spark job and a
-# changelog transaction, as the 250 ms interval did (docs/benchmarks.md, "Start fast, stay
-# small"). Under a backlog batches run back to back whatever the interval.
+# engine.query.start_query). So an order waits only for the batch in flight, not for the
+# next interval, while a trickle still makes at most four batches a second, each a Spark
+# job and a changelog transaction, as a 250 ms interval did (what each costs:
+# docs/benchmarks.md, "Start fast, stay small"). Under a backlog batches run back to back
+# whatever the interval.
 DEFAULT_TRIGGER_S = 0.0
 BATCH_MIN_RECORDS = 100
 BATCH_MAX_DELAY_S = 0.25

@@ -32,15 +32,15 @@ DEFAULTS: dict[str, str] = {
     # records would be a 10 GB batch. Cut a batch at 32 MiB too (whichever comes first).
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
     # Every batch writes two small files to the checkpoint (its offsets, then its commit).
-    # Through Hadoop's FileContext API, on the local disk the checkpoint is always on, they
-    # took 40-55 ms each; through the FileSystem API 12-16 ms, .crc files kept (docs/benchmarks.md,
+    # Through the FileSystem API they take a fraction of what Hadoop's FileContext API
+    # takes on the local disk the checkpoint is always on, .crc files kept (docs/benchmarks.md,
     # "Where a small batch's time goes outside the batch function"). That manager needs
     # atomic renames, which a local disk has, and a single writer: the active instance.
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
     # With no trigger interval (engine.defaults) a query with nothing to do asks Kafka for the
-    # latest offsets again after this pause: Spark's 10 ms made an idle daemon use 16-18% of
-    # a core, 50 ms 10%, against 5-6% at a 250 ms interval.
+    # latest offsets again after this pause: Spark's 10 ms kept an idle daemon busy asking
+    # (docs/production/sizing.md, "CPU").
     "spark.sql.streaming.pollingDelay": "50ms",
 }
 # Settings whose value is a list: brewstream's entries come first and the user's are

@@ -56,14 +56,11 @@ METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
 # grows for a catch-up's long batch, which ran as fast (docs/operating/memory.md).
 PARALLEL_GC_OPTIONS = "-XX:+UseParallelGC -XX:GCTimeRatio=19"
 # A daemon's driver on a local master compiles with C1 alone. Its batches are small and
-# many (ten a second at 5,000 orders/s), each running a little of a great deal of Spark's
-# code, so C2 keeps compiling through the first minutes, on a thread that takes one of
-# the cores the batches need. On two cores at 5,000 orders/s, the batch cycle's p99 was
-# 0.61 s in the first 15 s and 0.20 s after with the tiered JIT, 0.27 and 0.15 s with C1
-# alone; produce -> committed store p99 0.36-0.45 s against 0.24-0.30 s. A catch-up
-# (``--available-now``) keeps the tiered JIT: its long batch is one hot loop that C2 runs
-# about a third faster (docs/benchmarks.md, "Start fast, stay small"). A user's own
-# -XX:TieredStopAtLevel comes later on the command and wins.
+# many, each running a little of a great deal of Spark's code, so C2 keeps compiling
+# through the first minutes, on a thread that takes one of the cores the batches need,
+# and the batches wait. A catch-up (``--available-now``) keeps the tiered JIT: its long
+# batch is one hot loop that C2 runs faster (what each costs: docs/benchmarks.md, "Start
+# fast, stay small"). A user's own -XX:TieredStopAtLevel comes later on the command and wins.
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
@@ -116,7 +113,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     logging.getLogger().addFilter(_not_from_py4j)
 
     # The parallel collector: batches here are throughput work with small heaps, and it
-    # measured about 11% faster than the default G1 on a 1M-order batch. As the *default*
+    # ran a 1M-order batch faster than the default G1 (docs/benchmarks.md). As the *default*
     # Java options, so that a user's extraJavaOptions add to them; the user's (or the
     # file's) defaultJavaOptions are added after them, and a collector chosen there
     # replaces this one.
