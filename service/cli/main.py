@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import click
 
@@ -29,7 +29,7 @@ from service.engine.defaults import (
     DEFAULT_TRIGGER_S,
 )
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S
-from service.instance.signals import Terminated, stop_on_signals, terminate_by_exception
+from service.instance.signals import Terminated, raised_by_signal, stop_on_signals, terminate_by_exception
 from service.records.limits import MAX_NAME_BYTES
 from topics.clock import format_duration, utc_iso
 from topics.errors import BrewError, disk_problem, one_line
@@ -951,6 +951,11 @@ class _Redacting:
         return getattr(self._inner, name)
 
 
+def stopped_by_sigterm() -> NoReturn:
+    click.echo("brewstream: stopped by SIGTERM", err=True)
+    sys.exit(128 + signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every failure is one line on stderr and a non-zero exit."""
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
@@ -976,9 +981,14 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("brewstream: interrupted", err=True)
         sys.exit(130)
     except Terminated:
-        click.echo("brewstream: stopped by SIGTERM", err=True)
-        sys.exit(128 + signal.SIGTERM)
+        stopped_by_sigterm()
     except Exception as exc:
+        by_signal = raised_by_signal(exc)
+        if isinstance(by_signal, Terminated):
+            stopped_by_sigterm()
+        if isinstance(by_signal, KeyboardInterrupt):
+            click.echo("brewstream: interrupted", err=True)
+            sys.exit(130)
         # Nothing the user can act on reached us as a BrewError: still one line, the
         # traceback only at debug level.
         logging.getLogger("brewstream").debug("unexpected failure", exc_info=True)

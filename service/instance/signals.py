@@ -34,6 +34,23 @@ class Terminated(BaseException):
     A BaseException, like KeyboardInterrupt, so ``except Exception`` cannot swallow it."""
 
 
+def raised_by_signal(exc: BaseException) -> BaseException | None:
+    """The ``Terminated`` or ``KeyboardInterrupt`` a signal handler raised while a C
+    function ran Python code of its own (a key's ``__eq__``, a finalizer): CPython then
+    reports ``SystemError: … returned a result with an exception set``, the handler's
+    exception as its cause. None for any other exception."""
+    seen: set[int] = set()
+    while isinstance(exc, SystemError) and id(exc) not in seen:
+        seen.add(id(exc))
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, Terminated | KeyboardInterrupt):
+            return cause
+        if cause is None:
+            return None
+        exc = cause
+    return None
+
+
 def terminate_by_exception() -> None:
     """SIGTERM raises ``Terminated`` instead of ending the process at once, so the
     `finally` blocks (store, lock, lease, HTTP server) run: start-up, one-shot commands,

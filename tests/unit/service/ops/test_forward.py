@@ -22,7 +22,7 @@ from service.instance.health import ACTIVE, RESTORING, STANDBY, STARTING, Health
 from service.ops.forward import FORWARDED_HEADER, BadAddress, advertised, forward, parse_address
 from service.ops.http_api import HttpApi, serving
 from service.ops.queries import Owner
-from tests.unit.service.ops.test_http_api import TOKEN, get, start
+from tests.support.http_api import TOKEN, get, start
 
 
 @given(st.text(max_size=40))

@@ -4,8 +4,6 @@ probes by phase, the API's answers and refusals, the token, the bind rule."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,28 +18,8 @@ from service.instance.health import ACTIVE, FENCED, RESTORING, STANDBY, STARTING
 from service.ops.http_api import HttpApi, bind_problem, serve_http, serving
 from service.ops.metrics import Metrics
 from service.ops.queries import Owner
+from tests.support.http_api import TOKEN, get, get_with_headers, start
 from topics.errors import BrewError
-
-TOKEN = "t0ken-never-echoed"
-
-
-def get(api: HttpApi, path: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{api.port}{path}")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def get_with_headers(api: HttpApi, path: str) -> tuple[int, str, dict[str, str]]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{api.port}{path}", timeout=5) as response:
-            return response.status, response.read().decode(), dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(), dict(exc.headers)
 
 
 @pytest.fixture
@@ -52,12 +30,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
                   (commit_key(0), encode_u64(3)), (position_key(0), encode_u64(9)),
                   (local_key(CHANGELOG_PARTITIONS), b"2")])
         yield s
-
-
-def start(health: Health, token: str | None = None, pipeline: str = "drink-count") -> HttpApi:
-    metrics = Metrics(pipeline)
-    health.on_change(metrics.phase_changed)  # as the runner wires them
-    return HttpApi("127.0.0.1", 0, pipeline, "orders", routes(), metrics, health, token)
 
 
 def test_probes_follow_the_phase_and_the_query() -> None:
