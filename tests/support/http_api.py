@@ -10,6 +10,7 @@ from service.drink_count.http import routes
 from service.instance.health import Health
 from service.ops.http_api import HttpApi
 from service.ops.metrics import Metrics
+from tests.support.http import ask
 
 TOKEN = "t0ken-never-echoed"
 
@@ -26,11 +27,7 @@ def get(api: HttpApi, path: str, token: str | None = None) -> tuple[int, str]:
 
 
 def get_with_headers(api: HttpApi, path: str) -> tuple[int, str, dict[str, str]]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{api.port}{path}", timeout=5) as response:
-            return response.status, response.read().decode(), dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(), dict(exc.headers)
+    return ask(api.port, path)
 
 
 def start(health: Health, token: str | None = None, pipeline: str = "drink-count") -> HttpApi:
