@@ -124,6 +124,7 @@ class OpenStore:
         self._held.close()
 
     def reopen(self) -> Store:
+        self.whole = False  # before it closes: the metrics thread reads a whole store only
         self._held.close()
         return self.__enter__().store
 

@@ -55,6 +55,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from service.instance.health import ACTIVE
+from service.instance.periodic import call_logged
 from service.instance.task_roles import RUNNING
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, unavailable, watermarks
@@ -264,6 +265,7 @@ class Lease:
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._seq: Callable[[], int] = lambda: 0
+        self._last_seq = 0  # the last value ``_seq`` gave (``_seq_now``)
         self._role = "starting"
         self._holds = False
         self._tasks: tuple[str, ...] = ()
@@ -368,7 +370,7 @@ class Lease:
     def announce(self) -> None:
         with self._announcing:
             with self._lock:
-                what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq(),
+                what = replace(self.me, role=self._role, holds_lease=self._holds, seq=self._seq_now(),
                                generation=self._generation, tasks=self._tasks)
             sent = time.monotonic()
 
@@ -384,6 +386,17 @@ class Lease:
                 self._producer.poll(0)
             except (BufferError, KafkaException) as exc:
                 log.warning("announcing this instance failed: %s", exc)
+
+    def _seq_now(self) -> int:
+        """The last batch the store committed, or the last one read when the store cannot be
+        read now: the daemon closes its store and opens another when the folder was deleted
+        under it, and an announcement made in that moment must still go out (it keeps the
+        lease)."""
+        try:
+            self._last_seq = self._seq()
+        except Exception as exc:
+            log.debug("announcing the last batch read before (%s: %s)", type(exc).__name__, exc)
+        return self._last_seq
 
     # ---------------------------------------------------------------- decisions
 
@@ -473,8 +486,9 @@ class Lease:
     # ---------------------------------------------------------------- threads
 
     def _announce_loop(self) -> None:
-        while not self._stop.wait(self._next_announcement_in()):
-            self.announce()
+        # This thread keeps the lease: a failed announcement is logged and the next one comes.
+        while not self._stop.wait(next_in := self._next_announcement_in()):
+            call_logged(self.announce, "announcing this instance", next_in)
 
     def _next_announcement_in(self) -> float:
         with self._lock:

@@ -36,9 +36,15 @@ class Every:
             self._call(self.fn)
 
     def _call(self, fn: Callable[[], object]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            log.warning("%s failed (%s: %s); next attempt in %.1fs", self.name, type(exc).__name__,
-                        str(exc).splitlines()[0][:200] if str(exc) else "", self.interval_s)
-            log.debug("%s failure", self.name, exc_info=True)
+        call_logged(fn, self.name, self.interval_s)
+
+
+def call_logged(fn: Callable[[], object], name: str, next_in_s: float) -> None:
+    """Call ``fn`` on a thread that must outlive its failures: a failure is one warning
+    line (its traceback at debug), and the caller goes on to its next round."""
+    try:
+        fn()
+    except Exception as exc:
+        log.warning("%s failed (%s: %s); next attempt in %.1fs", name, type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "", next_in_s)
+        log.debug("%s failure", name, exc_info=True)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from service.instance.lease import LEASE_INTERVAL_S, Announcement, Lease, LeaseLost
-from tests.support.helpers import Pipeline
+from tests.support.helpers import Pipeline, read_topic
 from topics.clock import wait_until
 
 WON, YIELDED, STOOD_BY = "won", "yielded at its claim", "saw a holder"
@@ -90,3 +90,34 @@ def test_a_proof_since_a_takeover_comes_to_the_new_holder_only(pipe: Pipeline, t
     finally:
         new.stop()
         old.stop()
+
+
+def test_announcements_go_on_while_the_store_cannot_be_read(pipe: Pipeline, tmp_path: Path) -> None:
+    """The daemon closes its store and opens another when its folder is deleted under it; an
+    announcement due in that moment reads a closed store. The announcements, which keep the
+    lease, go on meanwhile with the last batch read, and carry the store's again once it reads."""
+    changelog = f"{pipe.topics.changelog}.reopen"
+    seq: list[int | None] = [7]
+
+    def store_seq() -> int:
+        if seq[0] is None:
+            raise RuntimeError("DB instance already closed")
+        return seq[0]
+
+    lease = Lease(pipe.conn, pipe.topics.instances, Announcement.here(tmp_path / "a", changelog, "a", 0.1))
+
+    def said() -> list[int]:
+        return [a.seq for m in read_topic(pipe.conn, pipe.topics.instances)
+                if (a := Announcement.decode(m.value())) is not None and a.token == lease.me.token]
+
+    try:
+        lease.start(seq=store_seq)
+        wait_until(lambda: 7 in said(), 30, "an announcement of batch 7")
+        seq[0] = None
+        before = len(said())
+        wait_until(lambda: len(said()) >= before + 10, 30, "announcements while the store cannot be read")
+        assert set(said()) == {7}
+        seq[0] = 8
+        wait_until(lambda: 8 in said(), 30, "an announcement of batch 8 once the store reads again")
+    finally:
+        lease.stop()
