@@ -29,7 +29,7 @@ import pyarrow as pa
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
 from service.records.orders import BadOrder, count_drinks, count_plain
-from service.spark.blob import BlobReader
+from service.spark.blob import BlobReader, handed_over
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -296,8 +296,9 @@ def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry) -> JvmCou
     """``GateCount`` over the batch: one stage, one call."""
     jvm = fresh.sparkSession.sparkContext._jvm
     assert jvm is not None  # a classic session, which brewstream always builds
-    return read_gate_count(bytes(jvm.brewstream.GateCount.count(fresh._jdf, max_name_bytes, carry.rows,
-                                                                 carry.bytes)))
+    gate = jvm.brewstream.GateCount
+    return read_gate_count(handed_over(lambda path: gate.count(fresh._jdf, max_name_bytes, carry.rows, carry.bytes,
+                                                               path), "the gate's count"))
 
 
 def records_counted(rows: Iterable[Mapping[str, Any]]) -> int:

@@ -1,11 +1,42 @@
 """Reading the blobs the project's JVM classes hand the driver (``GateCount``,
-``CarryRows``): big-endian fields, counts and optional byte strings (pure). Every read
-checks the blob's bounds, so a blob that does not follow its layout is a ``ValueError``,
-never a short read."""
+``CarryRows``): how they cross from the JVM (``handed_over``), then big-endian fields,
+counts and optional byte strings (pure). Every read checks the blob's bounds, so a blob
+that does not follow its layout is a ``ValueError``, never a short read."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
+import tempfile
+from collections.abc import Callable
+
+
+def handed_over(call: Callable[[str | None], object], what: str) -> bytes:
+    """The blob a JVM method hands over (``Blobs.handOver``, which says why through a
+    file): ``call`` gets a fresh temporary file's path, or None when none can be made, and
+    answers the blob's length once it wrote it there, or the blob itself. The file is
+    gone when this returns."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="brewstream-blob-")
+        os.close(fd)
+    except OSError:
+        path = None  # the JVM answers the blob itself: slower, as whole
+    try:
+        got = call(path)
+        if isinstance(got, bytes | bytearray):
+            return bytes(got)
+        if path is None or not isinstance(got, int):
+            raise ValueError(f"{what} came as {type(got).__name__}, neither bytes nor a length")
+        with open(path, "rb") as f:
+            blob = f.read()
+        if len(blob) != got:
+            raise ValueError(f"{what}: {len(blob)} bytes in its file, {got} written")
+        return blob
+    finally:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 class BlobReader:

@@ -8,23 +8,26 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from service.spark.blob import BlobReader
+from service.spark.blob import BlobReader, handed_over
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# The columns CarryRows reads, as mapInArrow hands them to a worker.
+# The columns CarryRows picks from the Kafka source's, as mapInArrow hands them to a worker.
 ROWS = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()),
                   ("ts_us", pa.int64()),
                   ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
 
 
 def carry_rows(df: DataFrame, row_bytes: int, task_bytes: int) -> pa.RecordBatch | None:
-    """The rows of ``df`` (the columns of ``ROWS``), or None when a row is over
-    ``row_bytes`` or a task's rows over ``task_bytes``: one stage, one call."""
+    """The rows of ``df`` (Spark's Kafka source's, with headers) as the columns of
+    ``ROWS``, or None when a row is over ``row_bytes`` or a task's rows over
+    ``task_bytes``: one stage, one call."""
     jvm = df.sparkSession.sparkContext._jvm
     assert jvm is not None  # a classic session, which brewstream always builds
-    return read_carried_rows(bytes(jvm.brewstream.CarryRows.collect(df._jdf, row_bytes, task_bytes)))
+    carry = jvm.brewstream.CarryRows
+    return read_carried_rows(handed_over(lambda path: carry.collect(df._jdf, row_bytes, task_bytes, path),
+                                         "the carried rows"))
 
 
 def read_carried_rows(blob: bytes) -> pa.RecordBatch | None:

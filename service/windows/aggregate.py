@@ -259,12 +259,13 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
     from service.spark.carried import carry_rows
     from service.spark.session import collect_rows, unapplied
 
-    columns = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
-    fresh = unapplied(columns, applied)
+    fresh = unapplied(df, applied)
     fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
                  record_bytes=record_bytes, max_ahead_ns=max_ahead_ns)
     if planned_offsets is not None and planned_offsets <= DRIVER_BATCH_OFFSETS:
-        rows = carry_rows(fresh, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)
+        rows = carry_rows(fresh, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)  # picks its columns in the JVM
         if rows is not None:
             return merge_window_partials(r for b in fn([rows]) for r in b.to_pylist())
-    return merge_window_partials(collect_rows(fresh.mapInArrow(fn, PARTIAL_DDL)))
+    columns = fresh.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"),
+                           "headers")
+    return merge_window_partials(collect_rows(columns.mapInArrow(fn, PARTIAL_DDL)))

@@ -6,13 +6,15 @@ same partial results either way."""
 from __future__ import annotations
 
 import random
+import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from service.spark.carried import carry_rows
+from service.spark.carried import carry_rows, read_carried_rows
 from service.windows.aggregate import DRIVER_ROW_BYTES, DRIVER_TASK_BYTES, WindowBatch, aggregate_events
 from service.windows.assign import WindowSpec
 from service.windows.watermark import closed
@@ -92,15 +94,32 @@ def test_the_driver_and_the_workers_window_a_batch_alike(spark: Any, spec: Windo
     assert normalized(by_driver, spec, wm_start) == normalized(by_workers, spec, wm_start)
     assert by_driver.total == 400 - sum(1 for r in rows if r[2] == 0 and r[3] < 5)
     # The driver's path was taken: the JVM carried every row.
-    carried = carry_rows(_columns(df), DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)
+    carried = carry_rows(df, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)
     assert carried is not None and carried.num_rows == 400
+
+
+def test_the_carried_rows_cross_whole_with_or_without_their_file(spark: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM hands the blob over through a temporary file; where that file cannot be
+    written, it answers the blob itself: the same rows either way, and no file is left."""
+    df = spark.createDataFrame(corpus(4), SCHEMA).repartition(3)
+    jvm = spark.sparkContext._jvm
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    through_file = carry_rows(df, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)
+    assert list(tmp_path.iterdir()) == []
+    answered = jvm.brewstream.CarryRows.collect(df._jdf, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES, "/nonexistent/dir/blob")
+    assert isinstance(answered, bytes)
+    direct = read_carried_rows(answered)
+    assert through_file is not None and direct is not None and through_file.num_rows == 400
+    order = [("partition", "ascending"), ("offset", "ascending")]
+    assert through_file.sort_by(order).to_pylist() == direct.sort_by(order).to_pylist()
 
 
 def test_a_row_too_big_to_carry_sends_the_batch_to_the_workers(spark: Any) -> None:
     rows = corpus(3, big=True)
     df = spark.createDataFrame(rows, SCHEMA).repartition(3)
-    assert carry_rows(_columns(df), DRIVER_ROW_BYTES, DRIVER_TASK_BYTES) is None
-    assert carry_rows(_columns(df), 10**9, 1000) is None  # a task's budget, too
+    assert carry_rows(df, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES) is None
+    assert carry_rows(df, 10**9, 1000) is None  # a task's budget, too
     spec, wm_start = WindowSpec.tumbling(MIN, MIN), T0 + 8 * MIN
     by_workers = aggregate_events(df, {}, spec, wm_start, MIN, planned_offsets=None)
     by_driver = aggregate_events(df, {}, spec, wm_start, MIN, planned_offsets=400)
@@ -108,8 +127,3 @@ def test_a_row_too_big_to_carry_sends_the_batch_to_the_workers(spark: Any) -> No
     assert by_driver.total == 400 and any(len(b.value or b"") > DRIVER_ROW_BYTES or not b.carried
                                           for b in by_driver.bad)
 
-
-def _columns(df: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    return df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")

@@ -50,8 +50,12 @@ public final class GateCount {
         boolean overflow;
     }
 
-    /** The batch's count: the blob described above. */
-    public static byte[] count(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes) {
+    /** The batch's count: the blob described above, handed over through path (Blobs.handOver). */
+    public static Object count(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes, String path) {
+        return Blobs.handOver(blob(rows, maxNameBytes, carryRows, carryBytes), path);
+    }
+
+    private static byte[] blob(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes) {
         GateTotals sums = new GateTotals(maxNameBytes);
         List<Part> parts = rows.select("key", "value", "partition", "offset").queryExecution().toRdd().toJavaRDD()
                 .mapPartitions((Iterator<InternalRow> it) -> List.of(task(it, sums, carryRows, carryBytes)).iterator())

@@ -11,8 +11,9 @@
  * rows, and the caller sends the whole batch the workers' way. So the driver never holds
  * more than taskBytes per task.
  *
- * Rows in: key binary, value binary, partition int, offset long, ts_us long,
- * headers array<struct<key string, value binary>>, in that order.
+ * Rows in: Spark's Kafka source's (with its headers); this class picks key, value,
+ * partition, offset, the timestamp in microseconds (ts_us) and headers itself, so that
+ * Python builds nothing per batch but the call.
  *
  * Blob out, big-endian: byte overflow (1: no rows follow); int rows, then each: int
  * partition, long offset, byte 1 and long ts_us (or byte 0: null), key and value (int
@@ -33,6 +34,9 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.unix_micros;
+
 public final class CarryRows {
     private CarryRows() {}
 
@@ -44,9 +48,14 @@ public final class CarryRows {
         boolean overflow;
     }
 
-    /** The batch's rows: the blob described above. */
-    public static byte[] collect(Dataset<Row> rows, long rowBytes, long taskBytes) {
-        List<Part> parts = rows.select("key", "value", "partition", "offset", "ts_us", "headers")
+    /** The batch's rows: the blob described above, handed over through path (Blobs.handOver). */
+    public static Object collect(Dataset<Row> rows, long rowBytes, long taskBytes, String path) {
+        return Blobs.handOver(blob(rows, rowBytes, taskBytes), path);
+    }
+
+    private static byte[] blob(Dataset<Row> rows, long rowBytes, long taskBytes) {
+        List<Part> parts = rows.select(col("key"), col("value"), col("partition"), col("offset"),
+                        unix_micros(col("timestamp")).as("ts_us"), col("headers"))
                 .queryExecution().toRdd().toJavaRDD()
                 .mapPartitions((Iterator<InternalRow> it) -> List.of(task(it, rowBytes, taskBytes)).iterator())
                 .collect();
