@@ -201,13 +201,14 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     (``_count_in_python``)."""
     from service.spark.session import unapplied
 
-    fresh = unapplied(df.select("key", "value", "partition", "offset"), applied)
-    counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry())
+    fresh = unapplied(df, applied)
+    counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry())  # picks its columns in the JVM
     if not counted.unclean:
         return merge_partials(counted.partials())
     if counted.overflow:
         gate = order_gate(df.sparkSession, max_name_bytes)
-        rest = _count_in_python(fresh.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
+        rows = fresh.select("key", "value", "partition", "offset")
+        rest = _count_in_python(rows.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
     else:
         rest = [row for batch in partial_counts([counted.carried], max_name_bytes, dlq_record_bytes)
                 for row in batch.to_pylist()]

@@ -13,7 +13,8 @@
  * and only a task over its budget sends the batch down the workers' path
  * (aggregate_batch).
  *
- * Rows in: key binary, value binary, partition int, offset long, in that order.
+ * Rows in: any with key binary, value binary, partition int and offset long (Spark's Kafka
+ * source's); this class picks those columns itself, so Python builds nothing per batch.
  *
  * Blob out, big-endian: long orders, long unclean, byte overflow (1: some task left
  * rows it could not carry, and none are carried); int drinks, then each: int length,
