@@ -956,6 +956,11 @@ def stopped_by_sigterm() -> NoReturn:
     sys.exit(128 + signal.SIGTERM)
 
 
+def interrupted() -> NoReturn:
+    click.echo("brewstream: interrupted", err=True)
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every failure is one line on stderr and a non-zero exit."""
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
@@ -968,8 +973,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="brewstream", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("brewstream: interrupted", err=True)
-        sys.exit(130)
+        interrupted()
     except click.ClickException as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and exc.ctx else ""
         click.echo(f"brewstream: error: {exc.format_message()}{hint}", err=True)
@@ -978,8 +982,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"brewstream: error: {exc}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
-        click.echo("brewstream: interrupted", err=True)
-        sys.exit(130)
+        interrupted()
     except Terminated:
         stopped_by_sigterm()
     except Exception as exc:
@@ -987,8 +990,7 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(by_signal, Terminated):
             stopped_by_sigterm()
         if isinstance(by_signal, KeyboardInterrupt):
-            click.echo("brewstream: interrupted", err=True)
-            sys.exit(130)
+            interrupted()
         # Nothing the user can act on reached us as a BrewError: still one line, the
         # traceback only at debug level.
         logging.getLogger("brewstream").debug("unexpected failure", exc_info=True)
