@@ -10,15 +10,50 @@ import os
 import struct
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
+
+_PREFIX = "brewstream-blob-"
+_swept: list[bool] = []  # whether this process has swept the temporary folder yet
+
+
+def _of_a_live_process(name: str) -> bool:
+    """Whether the blob file ``name`` (``brewstream-blob-<pid>-…``) belongs to a running
+    process; a name without a pid is kept, as is one of a process we may not signal."""
+    pid = name[len(_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
+
+
+def sweep_blob_files(folder: Path) -> list[Path]:
+    """Remove the blob files of processes that no longer run (a driver killed between the
+    JVM writing a blob and Python removing it leaves one); return what was removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in folder.glob(_PREFIX + "*"):
+            if not _of_a_live_process(path.name):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def handed_over(call: Callable[[str | None], object], what: str) -> bytes:
     """The blob a JVM method hands over (``Blobs.handOver``, which says why through a
     file): ``call`` gets a fresh temporary file's path, or None when none can be made, and
     answers the blob's length once it wrote it there, or the blob itself. The file is
-    gone when this returns."""
+    gone when this returns; one left by a killed driver goes at the next driver's first blob."""
+    if not _swept:
+        _swept.append(True)
+        sweep_blob_files(Path(tempfile.gettempdir()))
     try:
-        fd, path = tempfile.mkstemp(prefix="brewstream-blob-")
+        fd, path = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-")
         os.close(fd)
     except OSError:
         path = None  # the JVM answers the blob itself: slower, as whole

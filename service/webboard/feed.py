@@ -137,6 +137,23 @@ class TopicFeed:
             return FeedView(self._seen.snapshot, windows, waiting, self._seen.error, instances)
 
     def _run(self) -> None:
+        """Read until stopped. A failure while reading (a fatal client error, a record our
+        code cannot take) ends one reader, not the feed: the page says why, the reader is
+        made anew after ``RETRY_S`` and assigned again from the topics' ends; what was seen
+        is kept, and records read twice change nothing (snapshots by ``seq``, windows and
+        announcements by key)."""
+        while not self._stop.is_set():
+            try:
+                self._read_until_stopped()
+            except Exception as exc:
+                log.warning("board feed: reading Kafka failed (%s); reading again in %.0f s", exc, RETRY_S)
+                log.debug("board feed failure", exc_info=True)
+                self._set_error(f"reading Kafka failed: {exc} (reading again in {RETRY_S:.0f} s)")
+                with self._lock:
+                    self._assigned.clear()
+                self._stop.wait(RETRY_S)
+
+    def _read_until_stopped(self) -> None:
         consumer = self.conn.consumer({"isolation.level": "read_committed", "enable.partition.eof": False})
         try:
             next_lookup = 0.0
@@ -149,9 +166,6 @@ class TopicFeed:
                         self._take(msg)
                 else:
                     self._stop.wait(POLL_S)
-        except Exception as exc:  # the server keeps serving what it has; the page shows why reading stopped
-            log.exception("board feed stopped")
-            self._set_error(f"reading Kafka stopped: {exc}")
         finally:
             consumer.close()
 

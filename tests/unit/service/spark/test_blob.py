@@ -3,6 +3,8 @@ the answer itself; the file never outlives the call."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.spark.blob import handed_over
+from service.spark import blob as blob_module
+from service.spark.blob import handed_over, sweep_blob_files
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +54,25 @@ def test_a_length_that_is_not_the_files_is_a_value_error(answer: object) -> None
     with pytest.raises(ValueError, match="a blob"):
         handed_over(_written(b"abc", answer), "a blob")
     assert list(Path(tempfile.gettempdir()).glob("brewstream-blob-*")) == []
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_killed_drivers_blob_file_goes_at_the_next_drivers_first_blob(monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = Path(tempfile.gettempdir())
+    dead = folder / f"brewstream-blob-{_dead_pid()}-abc"
+    live = folder / f"brewstream-blob-{os.getpid()}-def"
+    unnamed = folder / "brewstream-blob-xyz"
+    for path in (dead, live, unnamed):
+        path.write_bytes(b"rows")
+    monkeypatch.setattr(blob_module, "_swept", [])
+    assert handed_over(_written(b"abc"), "a blob") == b"abc"
+    assert sorted(folder.glob("brewstream-blob-*")) == sorted([live, unnamed])
+    dead.write_bytes(b"rows")  # only the first blob of a process sweeps
+    handed_over(_written(b"abc"), "a blob")
+    assert dead.exists()
+    assert sweep_blob_files(folder) == [dead] and not dead.exists()
