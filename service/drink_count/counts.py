@@ -7,10 +7,11 @@ layer's meta prefix (``restorer.codec``), which no drink name can reach.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from restorer.codec import U64_LEN, StoreState, decode_u64
-from restorer.tasks import split_by_task
+from restorer.tasks import TaskState, split_by_task
 
 PROCESSED_ORDERS = "processed_orders"
 BAD_ORDERS = "bad_orders"
@@ -47,11 +48,19 @@ class DrinkCounts:
 
     def tasks_json(self) -> dict[str, dict[str, object]]:
         """Each task's drinks and how far its changelog partition has come (``restorer.tasks``)."""
-        return {str(t): {**task.labels(),
-                         "counts": {k.decode("utf-8"): decode_u64(v) for k, v in sorted(task.names.items())}}
+        return {str(t): {**task.labels(), "counts": dict(sorted(_counts_of(task.names).items()))}
                 for t, task in sorted(split_by_task(self.state).items())}
+
+
+def _counts_of(names: Mapping[bytes, bytes]) -> dict[str, int]:
+    return {key.decode("utf-8"): decode_u64(value) for key, value in names.items()}
+
+
+def task_counts(task: TaskState) -> dict[str, int]:
+    """One task's drinks and their counts."""
+    return _counts_of(task.names)
 
 
 def drink_counts(state: StoreState) -> DrinkCounts:
     """Decode the drinks of a store snapshot; a value that is not a count is an error."""
-    return DrinkCounts({key.decode("utf-8"): decode_u64(value) for key, value in state.names.items()}, state)
+    return DrinkCounts(_counts_of(state.names), state)

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from restorer.store import Store
 from restorer.tasks import split_by_task, tasks_json
-from service.drink_count.counts import DrinkCounts, drink_counts
-from service.drink_count.topn import top_n
+from service.drink_count.counts import DrinkCounts, drink_counts, task_counts
+from service.drink_count.topn import merged_top, top_n
 from service.ops.queries import Answer, Route, batch_fields, top_param
 
 
@@ -23,9 +23,16 @@ def counts_answer(store: DrinkCounts) -> dict[str, object]:
 
 
 def top_answer(store: DrinkCounts, n: int) -> dict[str, object]:
-    """``/api/top``: the board's ranking (ties by drink name), with the batch."""
+    """``/api/top``: the board's ranking (ties by drink name), with the batch, merged from
+    each task's own top ``n`` (as instances holding a share of the tasks would give them),
+    each task labelled like ``/api/counts``'."""
+    tasks = split_by_task(store.state)
+    # A store not yet built against its changelog has no tasks: its counts are ranked whole.
+    ranked = (merged_top((top_n(task_counts(task), n) for task in tasks.values()), n) if tasks
+              else top_n(store.counts, n))
     return {**batch_fields(store.state), "processed_orders": store.processed_orders,
-            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in top_n(store.counts, n)]}
+            "top": [{"rank": r.rank, "drink": r.drink, "count": r.count} for r in ranked],
+            "tasks": tasks_json(tasks)}
 
 
 def routes() -> dict[str, Route]:

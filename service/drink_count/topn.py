@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,8 +27,20 @@ class Ranked:
 
 def top_n(counts: Mapping[str, int], n: int) -> list[Ranked]:
     """Highest counts first, ties broken by drink name ascending."""
-    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max(n, 0)]
     return [Ranked(i, drink, count) for i, (drink, count) in enumerate(ordered, start=1)]
+
+
+def _rank_key(r: Ranked) -> tuple[int, str]:
+    return -r.count, r.drink
+
+
+def merged_top(rankings: Iterable[Sequence[Ranked]], n: int) -> list[Ranked]:
+    """The top ``n`` of several tasks' own top-``n`` rankings, ranked again: exact, because
+    a drink lives in one task only (``restorer.tasks``), so no drink of the whole top ``n``
+    can be missing from its task's."""
+    merged = heapq.merge(*rankings, key=_rank_key)
+    return [Ranked(i, r.drink, r.count) for i, r in enumerate(list(merged)[:max(n, 0)], start=1)]
 
 
 def board_text(now: datetime, processed: int, n: int, ranked: list[Ranked], columns: int | None = None) -> str:

@@ -105,6 +105,7 @@ def test_the_api_answers_whole_batches_equal_to_counts(pipe: Pipeline, tmp_path:
         assert top is not None and top["seq"] == api["seq"] and top["offsets"] == api["offsets"]
         ranked = sorted(oracle(orders).items(), key=lambda kv: (-kv[1], kv[0]))[:3]
         assert [(r["drink"], r["count"]) for r in top["top"]] == ranked
+        assert top["tasks"] == api["tasks"]  # the tasks it was merged from, labelled alike
         status = wait_until(lambda: (doc := get_json(port, "/api/status")) and doc["lag"] == 0 and doc, 30,
                             "/api/status to show no lag")
         assert status["seq"] == api["seq"] and status["input_lag"] == {"0": 0, "1": 0, "2": 0}

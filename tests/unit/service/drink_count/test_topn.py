@@ -4,7 +4,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.drink_count.topn import Ranked, board_text, next_seq, snapshot_record, snapshot_seq, top_n
+from restorer.tasks import task_of
+from service.drink_count.topn import Ranked, board_text, merged_top, next_seq, snapshot_record, snapshot_seq, top_n
 
 
 def test_count_descending_then_name_ascending() -> None:
@@ -94,3 +95,11 @@ def test_a_snapshot_too_big_for_a_record_is_cut_from_the_bottom() -> None:
     assert len(cut) <= len(full) // 3
     rows = orjson.loads(cut)["top"]
     assert 0 < len(rows) < 500 and [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+
+
+@given(st.dictionaries(st.text(max_size=6), st.integers(0, 20), max_size=40), st.integers(1, 8), st.integers(-1, 12))
+def test_the_top_merged_from_each_tasks_own_is_the_whole_stores(counts: dict[str, int], tasks: int, n: int) -> None:
+    shares: list[dict[str, int]] = [{} for _ in range(tasks)]
+    for drink, count in counts.items():
+        shares[task_of(drink.encode(), tasks)][drink] = count
+    assert merged_top((top_n(share, n) for share in shares), n) == top_n(counts, n)

@@ -11,13 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from restorer.codec import (
+    CHANGELOG_PARTITIONS,
     LAST_BATCH_MS,
     commit_key,
     decode_entries,
     encode_i64,
     encode_u64,
+    local_key,
     meta_key,
     offset_key,
+    position_key,
 )
 from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_counts, drink_key
 from service.drink_count.http import counts_answer, top_answer
@@ -146,6 +149,16 @@ def test_counts_and_top_carry_the_batch_they_reflect() -> None:
     top = top_answer(state, 2)
     assert top["seq"] == 7 and top["offsets"] == counts["offsets"]
     assert top["top"] == [{"rank": 1, "drink": "chai", "count": 9}, {"rank": 2, "drink": "latte", "count": 5}]
+
+
+def test_top_is_merged_from_the_tasks_and_labels_them_like_counts() -> None:
+    entries = [*_store_entries(), (local_key(CHANGELOG_PARTITIONS), b"2"), (position_key(0), encode_u64(40))]
+    state = drink_counts(decode_entries(entries))
+    top = top_answer(state, 3)
+    assert top["top"] == [{"rank": 1, "drink": "chai", "count": 9}, {"rank": 2, "drink": "latte", "count": 5},
+                          {"rank": 3, "drink": "mocha", "count": 5}]
+    assert top["tasks"] == counts_answer(state)["tasks"] and set(top["tasks"]) == {"0", "1"}  # type: ignore[arg-type]
+    assert top["tasks"]["0"]["changelog_position"] == 40  # type: ignore[index]
 
 
 def test_status_reports_lag_and_restore_progress_as_last_seen() -> None:
