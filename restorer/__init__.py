@@ -4,7 +4,8 @@ Modules: ``codec`` (the bytes of both), ``store`` (RocksDB and its state dir),
 ``changelog`` (the transactional writer), ``commit`` (the changelog-then-store step and
 its fault points, in ``faults``), ``integrity`` (what the changelog must hold for a
 store), ``reader`` (applying a changelog, bounded), ``catchup`` (before every start),
-``restore`` (the restore and republish commands), ``progress`` (for people).
+``restore`` (the restore and republish commands), ``tasks`` (the state split by key),
+``progress`` (for people).
 
 The invariants, stated here once; every other place refers to them:
 
@@ -29,7 +30,7 @@ The invariants, stated here once; every other place refers to them:
 8. **Total per-record code:** whatever bytes a record holds, it is counted or reaches the
    DLQ with a reason (``service.records.badrecords``); one record never stops a batch.
 
-And the changelog must be able to serve the store: its partition count is the one the
-store was built against, and it still holds what the store has not applied
-(``integrity``).
+And the changelog must be able to serve the store: its partition count and its keys'
+routing (``tasks.Routing``) are the ones the store was built against, and it still holds
+what the store has not applied (``integrity``).
 """

@@ -6,9 +6,10 @@ instances writing one changelog fence each other: starting one aborts whatever t
 left open, and the other's next transaction fails as fenced. A reader with
 isolation.level=read_committed therefore sees every batch whole, or not at all.
 
-Every changelog key goes to the partition Kafka's own partitioner would pick for the
-partition count the changelog was built with (murmur2, like the Java client), so a topic
-that grows later never splits a key's history over two partitions.
+Every changelog key goes to the partition Kafka's own partitioner would pick for its state
+key (``restorer.tasks``) and the partition count the changelog was built with (murmur2,
+like the Java client), so a topic that grows later never splits a key's history over two
+partitions.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, shape_key
+from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, route_key, shape_key
+from restorer.tasks import BY_WHOLE_KEY, Routing, task_of
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, TopicShape, describe_topic, failed, is_transient
-from topics.partitioner import murmur2_partition
 from topics.records import call_until, close_transactional, is_fenced, produce_waiting
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,10 @@ def transactional_id(changelog_topic: str) -> str:
 
 class ChangelogWriter:
     def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
-                 max_record_bytes: int = 1_000_000) -> None:
+                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY) -> None:
         self.topic = topic
         self.partitions = list(partitions)
+        self.routing = routing
         self.transactional_id = transactional_id(topic)
         self._conn = conn
         self._producer: Producer = conn.producer({
@@ -104,15 +106,18 @@ class ChangelogWriter:
         return describe_topic(self._conn, self.topic)
 
     def markers(self, seq: int) -> list[Entry]:
-        """The entries every transaction writes to every partition: batch ``seq`` and the
-        partition count, so a restore can prove it read one whole batch of the same shape."""
+        """The entries every transaction writes to every partition: batch ``seq``, the
+        partition count and, for keys routed by a part of them, the routing's version, so
+        a restore can prove it read one whole batch of the same shape."""
         n = encode_u64(len(self.partitions))
         markers: list[Entry] = [(commit_key(p), encode_u64(seq)) for p in self.partitions]
+        if self.routing.version:
+            markers += [(route_key(p), encode_u64(self.routing.version)) for p in self.partitions]
         return markers + [(shape_key(p), n) for p in self.partitions]
 
     def partition_of(self, key: bytes) -> int:
         pinned = changelog_partition_of(key)
-        return pinned if pinned is not None else murmur2_partition(key, len(self.partitions))
+        return pinned if pinned is not None else task_of(key, len(self.partitions), self.routing)
 
     def publish(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:

@@ -14,7 +14,11 @@ count, the input's topic id), whose values are raw bytes rather than counts.
 
 Every transaction also writes a shape marker to each changelog partition: the partition
 count the changelog had when it was written. A restore that finds another count refuses,
-because keys would then hash to other partitions than their older values.
+because keys would then hash to other partitions than their older values. For the same
+reason, a store whose keys go to partitions by a part of the key (``restorer.tasks.Routing``:
+a window by its key, not its start) writes a route marker to each partition as well, the
+version of that rule; a changelog written by another rule is refused
+(``restorer.commit``). A store routed by its whole keys writes none, as before.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ _META = RESERVED + b"meta\x00"
 _COMMIT = RESERVED + b"commit\x00"
 _POSITION = RESERVED + b"position\x00"
 _SHAPE = RESERVED + b"shape\x00"
+_ROUTE = RESERVED + b"route\x00"
 _LOCAL = RESERVED + b"local\x00"
 U64_MAX = 2**64 - 1
 
@@ -90,6 +95,11 @@ def shape_key(changelog_partition: int) -> bytes:
     return _SHAPE + str(changelog_partition).encode()
 
 
+def route_key(changelog_partition: int) -> bytes:
+    """Key of the marker holding the version of the rule that routed keys to partitions."""
+    return _ROUTE + str(changelog_partition).encode()
+
+
 def local_key(name: str) -> bytes:
     """Store-local fact (never published); its value is raw bytes."""
     return _LOCAL + name.encode()
@@ -111,13 +121,17 @@ def shape_prefix() -> bytes:
     return _SHAPE
 
 
+def route_prefix() -> bytes:
+    return _ROUTE
+
+
 def local_prefix() -> bytes:
     return _LOCAL
 
 
 def published_prefixes() -> tuple[bytes, ...]:
     """The reserved families that travel through the changelog."""
-    return (_OFFSET, _META, _COMMIT, _SHAPE)
+    return (_OFFSET, _META, _COMMIT, _SHAPE, _ROUTE)
 
 
 def is_reserved(key: bytes) -> bool:
@@ -131,7 +145,7 @@ def is_local(key: bytes) -> bool:
 
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
-    for prefix in (_COMMIT, _SHAPE):
+    for prefix in (_COMMIT, _SHAPE, _ROUTE):
         if key.startswith(prefix):
             return int(key[len(prefix):])
     return None
@@ -148,6 +162,7 @@ class StoreState:
     commits: dict[int, int] = field(default_factory=dict)
     positions: dict[int, int] = field(default_factory=dict)
     shapes: dict[int, int] = field(default_factory=dict)  # changelog partition -> partition count
+    routes: dict[int, int] = field(default_factory=dict)  # changelog partition -> routing version
     local: dict[str, bytes] = field(default_factory=dict)
 
     @property
@@ -160,7 +175,7 @@ class StoreState:
 
     def is_empty(self) -> bool:
         return not (self.names or self.offsets or self.meta or self.commits or self.positions or self.shapes
-                    or self.local)
+                    or self.routes or self.local)
 
     def offsets_json(self) -> dict[str, dict[str, int]]:
         """The next input offset per partition, as ``brewstream counts --json`` prints them."""
@@ -190,6 +205,8 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             state.positions[int(key[len(_POSITION):])] = n
         elif key.startswith(_SHAPE):
             state.shapes[int(key[len(_SHAPE):])] = n
+        elif key.startswith(_ROUTE):
+            state.routes[int(key[len(_ROUTE):])] = n
         else:
             raise ValueError(f"unknown reserved key {key!r}")
     return state

@@ -136,5 +136,24 @@ def shape_message(topic: str, now: int, built: int) -> str:
             f"partitions with `brewstream republish-changelog --partitions {now}`")
 
 
+def routing_refusal(topic: str, partitions: int, committed: bool, routes: Mapping[int, int],
+                    version: int, store: str | None = None) -> str | None:
+    """Pure: why a store that holds batches (``committed``) and the route markers ``routes``
+    cannot go on committing to changelog ``topic`` with keys routed by rule ``version``
+    (``restorer.tasks.Routing``), or None. Its history was written by the routes it
+    names (none: version 0, each key by itself); keys routed another way now would put
+    their new values in other partitions than their old ones, and a restore would find
+    both."""
+    if not committed:
+        return None
+    found = set(routes.values()) or {0}
+    if found == {version}:
+        return None
+    return (f"changelog {topic} was written with its keys routed to partitions by another rule (version "
+            f"{max(found)}, this brewstream's is {version}: an earlier or later brewstream wrote it); stop "
+            f"every instance of the pipeline and run `brewstream republish-changelog --store {store or 'STORE'} "
+            f"--partitions {partitions}`, which re-creates it and publishes the store by this one's rule")
+
+
 def _fmt(offsets: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{p}: {o}" for p, o in sorted(offsets.items())) + "}"

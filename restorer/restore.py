@@ -16,6 +16,7 @@ from restorer.integrity import plan_start, unapplied
 from restorer.progress import RestoreProgress
 from restorer.reader import RestoreResult, ValueCheck, apply_changelog, store_facts, view_changelog
 from restorer.store import StateDir, Store
+from restorer.tasks import BY_WHOLE_KEY, Routing
 from topics.clock import wait_until
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, describe_topic, require_broker
@@ -67,9 +68,10 @@ def check_restored(conn: KafkaConnection, store: Store, changelog: str) -> None:
 
 
 def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dict[str, str], state_dir: Path,
-                        partitions: int, replication_factor: int, check_value: ValueCheck) -> str:
+                        partitions: int, replication_factor: int, check_value: ValueCheck,
+                        routing: Routing = BY_WHOLE_KEY) -> str:
     """Re-create the changelog with ``partitions`` (and ``topic_config``) and publish the
-    whole store to it."""
+    whole store to it, each key to its task's partition by ``routing``."""
     with StateDir(state_dir) as sd, Store(sd.store_path) as store:
         if not store.holds_state():
             built = store.local(CHANGELOG_PARTITIONS)
@@ -83,10 +85,10 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
         store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_TOPIC), None),
                       (local_key(CHANGELOG_PARTITIONS), None)])
         _recreate(conn, changelog, partitions, replication_factor, topic_config)
-        writer = ChangelogWriter(conn, changelog, list(range(partitions)))
+        writer = ChangelogWriter(conn, changelog, list(range(partitions)), routing=routing)
         writer.start()
         try:
-            done = commit_batch(store, writer, [], republish=True)
+            done = commit_batch(store, writer, [], republish=True, fresh_changelog=True)
         finally:
             writer.close()
         keys = store.key_count()

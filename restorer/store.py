@@ -30,6 +30,7 @@ from restorer.codec import (
     offset_prefix,
     position_prefix,
     published_prefixes,
+    route_prefix,
 )
 from restorer.file_lock import lock_folder
 from topics.errors import BrewError, disk_problem
@@ -132,6 +133,10 @@ class Store:
     def commit_markers(self) -> dict[int, int]:
         """The batch sequence each changelog partition's last commit marker names."""
         return decode_entries(self.scan(commit_prefix())).commits
+
+    def route_markers(self) -> dict[int, int]:
+        """The routing version each changelog partition's last route marker names."""
+        return decode_entries(self.scan(route_prefix())).routes
 
     def last_seq(self) -> int:
         """The sequence number of the last batch this store committed (0: none)."""

@@ -1,8 +1,11 @@
 """Tasks: the state split by key, one task per changelog partition (pure).
 
 A key's task is the changelog partition Kafka's default partitioner (murmur2, as in the
-Java client) picks for it among the changelog's R partitions, so Kafka's own tools find a
-key's history where brewstream keeps it: ``ChangelogWriter`` produces every key there, and
+Java client) picks for its state key among the changelog's R partitions, so Kafka's own
+tools find a key's history where brewstream keeps it. The state key is the store key
+itself (a drink), or the part of it its pipeline names (``Routing``: a window's key, so
+that a shop's windows and sessions share one task). ``ChangelogWriter`` produces every
+key there, and
 a store records R (``CHANGELOG_PARTITIONS``) when it is built against its changelog. R is
 fixed when the topics are created (``brewstream topics create --tasks R``); a changelog of
 another R is refused by the restore (``restorer.codec``'s shape markers), and rebuilt only
@@ -15,16 +18,34 @@ and that bookkeeping by task, for ``brewstream counts --json``, ``status`` and t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from restorer.codec import CHANGELOG_PARTITIONS, StoreState
 from topics.partitioner import murmur2_partition
 
 
-def task_of(key: bytes, tasks: int) -> int:
+def _whole(key: bytes) -> bytes:
+    return key
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Which part of a store key decides its task (``state_key``), and the version of that
+    rule (``version``, 0: the whole key). A changelog keeps the version it was written by in
+    its route markers (``restorer.codec``), since keys routed by another rule would find
+    their history in other partitions."""
+
+    state_key: Callable[[bytes], bytes] = _whole
+    version: int = 0
+
+
+BY_WHOLE_KEY = Routing()
+
+
+def task_of(key: bytes, tasks: int, routing: Routing = BY_WHOLE_KEY) -> int:
     """The task (changelog partition) of a pipeline's key among ``tasks``."""
-    return murmur2_partition(key, tasks)
+    return murmur2_partition(routing.state_key(key), tasks)
 
 
 def task_count(state: StoreState) -> int | None:
@@ -52,7 +73,7 @@ class TaskState:
         return {"keys": len(self.names), "seq": self.seq, "changelog_position": self.position}
 
 
-def split_by_task(state: StoreState) -> dict[int, TaskState]:
+def split_by_task(state: StoreState, routing: Routing = BY_WHOLE_KEY) -> dict[int, TaskState]:
     """Every task of the store, keys and bookkeeping, by task: each key in exactly one.
     A store not yet built against its changelog has no tasks."""
     tasks = task_count(state)
@@ -60,7 +81,7 @@ def split_by_task(state: StoreState) -> dict[int, TaskState]:
         return {}
     names: dict[int, dict[bytes, bytes]] = {t: {} for t in range(tasks)}
     for key, value in state.names.items():
-        names[task_of(key, tasks)][key] = value
+        names[task_of(key, tasks, routing)][key] = value
     return {t: TaskState(t, names[t], state.commits.get(t, 0), state.positions.get(t)) for t in range(tasks)}
 
 

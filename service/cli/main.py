@@ -580,7 +580,7 @@ def republish_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_di
     changelog = topics.spec(wing.changelog_topic(topics))
     _refuse_while_live(conn, topics.instances, changelog.name)
     click.echo(republish_changelog(conn, changelog.name, changelog.config, state_dir or wing.default_state_dir,
-                                   partitions, replication_factor, wing.check_value))
+                                   partitions, replication_factor, wing.check_value, wing.routing))
 
 
 # An instance silent for longer counts as gone (its lease lapsed long before, at

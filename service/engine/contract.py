@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from restorer.tasks import BY_WHOLE_KEY, Routing
 from service.engine.defaults import CHANGELOG_CHECK_S, DEFAULT_MAX_OFFSETS_PER_TRIGGER, DEFAULT_TRIGGER_S
 from service.instance.lease import LEASE_INTERVAL_S, TAKEOVER_TIMEOUT_S, ActiveProof
 from service.records.limits import MAX_NAME_BYTES
@@ -54,6 +55,8 @@ class Wing:
     counts: Callable[[Iterable[tuple[bytes, bytes]]], CountsView] | None = None
     # Its other inputs, whose offsets its store keeps beside the input's (``status`` shows their lag).
     side_inputs: Callable[[Topics], tuple[str, ...]] = field(default=lambda _topics: ())
+    # Which part of a store key decides its task, so its changelog partition (``restorer.tasks``).
+    routing: Routing = BY_WHOLE_KEY
 
     @property
     def default_state_dir(self) -> Path:

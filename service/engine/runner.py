@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter, Fenced
+from restorer.commit import check_routing
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
 from restorer.reader import apply_changelog, new_reader, store_facts, view_changelog
@@ -342,12 +343,14 @@ class Daemon:
         return TakeOver(holder.what, self.lease.silence(holder), time.monotonic())
 
     def _check_takeover(self) -> None:
-        """What the active refuses its store for (``Pipeline.check``), asked of a standby's
-        store: a standby that could never take over stops now, in one line."""
-        if self.p.check is None:
+        """What the active refuses its store for (``Pipeline.check``, its routing), asked of
+        a standby's store: a standby that could never take over stops now, in one line."""
+        p = self.p
+        check_routing(self.store, p.changelog_topic, len(self.changelog_partitions), p.wing.routing, p.name)
+        if p.check is None:
             return
         try:
-            self.p.check(self.store)
+            p.check(self.store)
         except BrewError as exc:
             raise BrewError(f"this standby could not take over: {exc}; start it with the active's flags") from None
 
@@ -359,7 +362,8 @@ class Daemon:
         self.lease.set_role(STARTING)
         self.lease.claim()  # announced before the fencing below, so every reader sees this takeover first
         steps.done("lease")
-        changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes)
+        changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes,
+                                    routing=p.wing.routing)
         try:
             changelog.start()  # fences any other writer of this changelog
             steps.done("fencing")
@@ -368,6 +372,7 @@ class Daemon:
                                              cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
             self.stores.mark_whole()
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
+            check_routing(store, p.changelog_topic, len(self.changelog_partitions), p.wing.routing, p.name)
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)

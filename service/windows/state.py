@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from restorer.codec import RESERVED, U64_LEN, StoreState, as_signed, decode_entries
+from restorer.tasks import Routing
 from service.windows.watermark import PartitionClock
 
 _WINDOW, _CLOCK, _TABLE = b"w", b"c", b"t"
@@ -63,6 +64,24 @@ def _t(ns: int) -> bytes:
 
 def _untime(raw: bytes) -> int:
     return int.from_bytes(raw, "big") - _BIAS
+
+
+# A window key's layout: family, kind, the key's length (2 bytes), the key, the start.
+_KEY_AT = len(_WINDOW) + 1 + 2
+
+
+def state_key(store_key: bytes) -> bytes:
+    """The part of a store key that decides its task: a window's key (a shop; empty for the
+    windows over every key), so that a key's windows and sessions share one task; any
+    other key (a partition's clock, a table row) by itself. Total over any bytes."""
+    if not store_key.startswith(_WINDOW) or len(store_key) < _KEY_AT:
+        return store_key
+    n = int.from_bytes(store_key[_KEY_AT - 2:_KEY_AT], "big")
+    return store_key[_KEY_AT:_KEY_AT + n] if len(store_key) >= _KEY_AT + n else store_key
+
+
+# Version 1: windows by their key (before it, by their whole store key, start included).
+ROUTING = Routing(state_key, version=1)
 
 
 def window_key(kind: str, start_ns: int, key: str | None) -> bytes:

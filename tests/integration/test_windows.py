@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -14,15 +15,20 @@ from confluent_kafka import Producer
 
 from restorer.restore import restore_store
 from restorer.store import Store
+from restorer.tasks import BY_WHOLE_KEY, task_of
 from service.engine.contract import RunConfig
 from service.records.event_time import DEFAULT_MAX_AHEAD_NS, MAX_AHEAD_LIMIT_NS
+from service.windows import pipeline as windows_pipeline
 from service.windows.assign import WindowSpec
 from service.windows.pipeline import TableConfig, run
-from service.windows.state import check_value, decode_windows_state
+from service.windows.state import ROUTING as WINDOWS_ROUTING
+from service.windows.state import check_value, decode_windows_state, state_key
 from service.windows.step import WindowsConfig
+from service.windows.wing import WING as WINDOWS_WING
 from tests.support.helpers import Pipeline, read_topic
 from tests.support.windows import MIN, at, iso, on_time_stream, oracle, results, send
 from topics.event_time import encode_event_time
+from topics.partitioner import murmur2_partition
 
 pytestmark = pytest.mark.spark
 
@@ -92,6 +98,43 @@ def test_session_windows_per_shop(pipe: Pipeline, spark: Any, dirs: dict[str, Pa
         ("b", iso(base + 5 * s), iso(base + 35 * s), 1),
         ("b", iso(base + 100 * s), iso(base + 130 * s), 1),
     ]
+
+
+def test_windows_routed_by_their_start_are_refused_then_republished_by_their_key(
+        pipe: Pipeline, spark: Any, dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A windows changelog of an earlier brewstream, which routed each window by its start
+    too, is refused in one line naming the command; that command moves every window to its
+    key's task, and the sessions go on from there, exact."""
+    base, s, gap = at("10:00"), 10**9, 60 * 10**9
+    shops = [f"shop-{k}" for k in range(5)]
+    spec = WindowSpec.session(gap)
+    send(pipe, [(shop, base + (k + d) * s) for d in (0, 10, 20) for k, shop in enumerate(shops)])
+    with monkeypatch.context() as earlier:  # the rule before: windows by their whole store key
+        earlier.setattr(windows_pipeline, "WING", dataclasses.replace(WINDOWS_WING, routing=BY_WHOLE_KEY))
+        assert run_windows(pipe, spark, dirs, spec, max_offsets_per_trigger=5, delay=0) == 0
+    legacy = [m for m in read_topic(pipe.conn, pipe.topics.windows_changelog) if (m.key() or b"")[:1] == b"w"]
+    assert any(m.partition() != task_of(m.key(), 3, WINDOWS_ROUTING) for m in legacy), "nothing to move"
+
+    flags = ["--state-dir", str(dirs["state"]), "--checkpoint-dir", str(dirs["ckpt"]), "--available-now",
+             "--from", "earliest", "--session-gap", "60s", "--watermark-delay", "0"]
+    refused = pipe.brew("windows", *flags)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    line = refused.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"brewstream: error: changelog {pipe.topics.windows_changelog} was written with its "
+                           "keys routed"), line
+    assert "run `brewstream republish-changelog --store windows --partitions 3`" in line
+    assert "Traceback" not in refused.stderr
+
+    pipe.brew("republish-changelog", "--store", "windows", "--state-dir", str(dirs["state"]), "--partitions", "3",
+              check=True)
+    send(pipe, [(shop, base + (k + d) * s) for d in (40, 50) for k, shop in enumerate(shops)])
+    send(pipe, [("closer", base + 1000 * s)])
+    assert run_windows(pipe, spark, dirs, spec, max_offsets_per_trigger=5, delay=0) == 0
+    finals = sorted((r["key"], r["start"], r["end"], r["count"]) for r in results(pipe))
+    assert finals == [(shop, iso(base + k * s), iso(base + (k + 50) * s + gap), 5) for k, shop in enumerate(shops)]
+    routed = [m for m in read_topic(pipe.conn, pipe.topics.windows_changelog) if (m.key() or b"")[:1] == b"w"]
+    assert routed and all(m.partition() == murmur2_partition(state_key(m.key()), 3) for m in routed)
+    assert {state_key(m.key()) for m in routed} >= {shop.encode() for shop in shops}
 
 
 def test_an_idle_partition_stops_holding_the_watermark(pipe: Pipeline, spark: Any, dirs: dict[str, Path]) -> None:

@@ -14,6 +14,7 @@ from restorer.integrity import (
     ChangelogView,
     StoreFacts,
     plan_start,
+    routing_refusal,
     unapplied,
 )
 
@@ -133,3 +134,21 @@ def test_an_empty_store_beside_an_empty_or_applied_changelog_lacks_nothing() -> 
     assert unapplied(view({0: 0, 1: 0}, {0: 4, 1: 2}), StoreFacts(True, {0: 4, 1: 2})) == {}
     assert unapplied(view({0: 0, 1: 0}, {0: 4, 1: 2}), StoreFacts(True)) == {0: (0, 4), 1: (0, 2)}
     assert unapplied(view({0: 7}, {0: 7}), StoreFacts(True)) == {}  # everything compacted or deleted away
+
+
+@given(st.booleans(), st.dictionaries(st.integers(0, 5), st.integers(0, 3), max_size=6), st.integers(0, 3))
+def test_a_store_goes_on_only_by_the_routing_its_history_was_written_by(
+        committed: bool, routes: dict[int, int], version: int) -> None:
+    why = routing_refusal("brew.windows-changelog", 3, committed, routes, version, "windows")
+    # Oracle: no markers means the whole keys' rule (version 0); every marker must name the writer's.
+    written_by = set(routes.values()) or {0}
+    assert (why is None) == (not committed or written_by == {version})
+    if why is not None:
+        assert "`brewstream republish-changelog --store windows --partitions 3`" in why and "\n" not in why
+
+
+def test_a_windows_changelog_of_an_earlier_brewstream_is_refused_naming_the_command() -> None:
+    why = routing_refusal("brew.windows-changelog", 3, True, {}, 1, "windows")
+    assert why is not None and why.startswith("changelog brew.windows-changelog was written with its keys routed")
+    assert routing_refusal("brew.windows-changelog", 3, False, {}, 1, "windows") is None  # nothing written yet
+    assert routing_refusal("brew.drink-count-changelog", 3, True, {}, 0, "drink-count") is None  # as before

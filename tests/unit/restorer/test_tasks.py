@@ -79,3 +79,4 @@ def test_a_store_not_yet_built_has_no_tasks() -> None:
     state = decode_entries(store_entries({"latte": 3}, None, {}, {}))
     assert split_by_task(state) == {}
     assert drink_counts(state).as_json()["tasks"] == {}
+
