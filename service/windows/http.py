@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
+from restorer.codec import StoreState
+from restorer.tasks import split_by_task, tasks_json
 from service.ops.queries import Answer, BadQuery, Route, batch_fields, time_param
 from service.windows.output import iso
-from service.windows.state import WindowsState, decode_windows_state
+from service.windows.state import ROUTING, WindowsState, decode_windows_state
 
 
 def window_range(params: Mapping[str, str]) -> tuple[str | None, int | None, int | None]:
@@ -22,7 +25,8 @@ def window_range(params: Mapping[str, str]) -> tuple[str | None, int | None, int
 def windows_answer(state: WindowsState, key: str | None, start_ns: int | None,
                    end_ns: int | None) -> dict[str, object]:
     """``/api/windows``: the open windows (final ones have left the store for
-    brew.order-windows) overlapping [from, to), for one key or all, in time order."""
+    brew.order-windows) overlapping [from, to), for one key or all, in time order; each
+    task labelled with its open windows and how far its changelog partition has come."""
     chosen = [w for w in state.windows.values()
               if (key is None or w.key == key)
               and (start_ns is None or w.end_ns > start_ns)
@@ -32,7 +36,13 @@ def windows_answer(state: WindowsState, key: str | None, start_ns: int | None,
     return {**batch_fields(state.reserved), "watermark": None if wm is None else iso(wm),
             "windows": [{"kind": w.kind, "start": iso(w.start_ns), "end": iso(w.end_ns), "key": w.key,
                          "count": w.count, "amount": w.amount_cents / 100, "late_accepted": w.late_accepted}
-                        for w in chosen]}
+                        for w in chosen],
+            "tasks": tasks_json(split_by_task(_open_windows(state), ROUTING))}
+
+
+def _open_windows(state: WindowsState) -> StoreState:
+    """The store's bookkeeping with its open windows as its keys: what a task counts."""
+    return dataclasses.replace(state.reserved, names=dict.fromkeys(state.windows, b""))
 
 
 def routes() -> dict[str, Route]:

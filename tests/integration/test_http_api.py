@@ -7,6 +7,7 @@ import json
 import shutil
 import signal
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.support.drink_count import make_orders, run_available_now
 from tests.support.helpers import Pipeline, counts_json, oracle, order_bytes, produce
 from tests.support.http import ask, daemon_alive, get, get_json
 from topics.clock import wait_until
+from topics.partitioner import murmur2_partition
 
 pytestmark = pytest.mark.spark
 
@@ -224,6 +226,11 @@ def test_the_windows_api_answers_the_open_windows_of_the_running_daemon(pipe: Pi
         assert [(w["key"], w["start"], w["end"], w["count"]) for w in every["windows"]] == [
             ("a", iso(base), iso(base + 50 * s), 2), ("b", iso(base + 5 * s), iso(base + 35 * s), 1),
             ("c", iso(base + 25 * s), iso(base + 55 * s), 1)]
+        # Each task labelled with its owner and its open windows: a shop's sessions in its own.
+        tasks = every["tasks"]
+        assert {(t["owner"], t["state"]) for t in tasks.values()} == {(every["instance"], "running")}
+        assert {int(t): task["keys"] for t, task in tasks.items() if task["keys"]} == \
+            dict(Counter(murmur2_partition(shop, 3) for shop in (b"a", b"b", b"c")))
         one = get_json(port, f"/api/windows?key=a&from={iso(base)}")
         assert one is not None and [w["key"] for w in one["windows"]] == ["a"] and one["seq"] == every["seq"]
         later = get_json(port, f"/api/windows?from={(base + 51 * s) // s}")  # unix seconds work too

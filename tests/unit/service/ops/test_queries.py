@@ -37,6 +37,7 @@ from service.ops.queries import (
 )
 from service.windows.http import window_range, windows_answer
 from service.windows.state import WATERMARK_NS, WindowAgg, decode_windows_state, encode_window
+from topics.partitioner import murmur2_partition
 
 NAMES = ("key", "from", "to")
 
@@ -188,6 +189,16 @@ def test_windows_answer_keeps_what_overlaps_the_range_for_one_key() -> None:
     # [from, to) overlaps: a window ending exactly at from is out, one starting exactly at to is out
     assert [w["start"] for w in windows_answer(state, None, m, m + 1)["windows"]] == [  # type: ignore[index]
         "1970-01-01T00:00:30.000Z", "1970-01-01T00:01:00.000Z"]
+    assert every["tasks"] == {}  # not built against a changelog yet
+    built = decode_windows_state([*entries, (local_key(CHANGELOG_PARTITIONS), b"3"), (position_key(1), encode_u64(9))])
+    tasks = windows_answer(built, None, None, None)["tasks"]
+    # Each task counts the open windows of its keys: shop-1's and shop-2's sessions in theirs,
+    # the tumbling windows over every key in the empty key's.
+    expected = {t: 0 for t in range(3)}
+    for key in (b"shop-1", b"shop-2", b"", b""):
+        expected[murmur2_partition(key, 3)] += 1
+    assert {int(t): task["keys"] for t, task in tasks.items()} == expected  # type: ignore[union-attr]
+    assert tasks["1"]["changelog_position"] == 9 and tasks["0"]["seq"] == 4  # type: ignore[index]
 
 
 task_bodies = st.dictionaries(st.sampled_from(["0", "1", "2"]),
