@@ -842,13 +842,16 @@ def drill_disk_loss(**kw: Any) -> int:
 
 @cli.group(context_settings=CONTEXT)
 def dlq() -> None:
-    """Work the dead-letter queue (brew.orders.dlq): inspect, export for repair, replay."""
+    """Work a dead-letter queue (brew.orders.dlq; a pipeline's own with --store): inspect,
+    export for repair, replay."""
 
 
 def dlq_options(fn: F) -> F:
     for opt in reversed([
         kafka_options,
         topic_prefix_option,
+        store_option("Whose dead-letter queue (the revenue pipeline's is brew.revenue.dlq; the others share "
+                     "brew.orders.dlq)."),
         click.option("--reason", default=None,
                      help="Only records whose reason contains this text (any case).  [default: all]"),
         click.option("--since", "since_ms", type=Since(), default=None,
@@ -864,8 +867,8 @@ def dlq_options(fn: F) -> F:
 @click.option("--samples", type=click.IntRange(min=0), default=3, show_default=True,
               help="Records shown per reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, samples: int,
-             as_json: bool) -> None:
+def dlq_show(conn: KafkaConnection, topic_prefix: str, wing: Wing, reason: str | None, since_ms: int | None,
+             samples: int, as_json: bool) -> None:
     """DLQ records grouped by reason: counts, time span, how many were replayed, samples."""
     import orjson
 
@@ -876,8 +879,9 @@ def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since
 
     require_broker(conn)
     t, selection = Topics(topic_prefix), Selection(reason, since_ms)
-    records = (r for r in read_dlq(conn, t.dlq, selection.since_ms) if selection.wants(r))
-    summary = summarize(t.dlq, records, read_ledger(conn, t.dlq_replays, missing_ok=True), samples)
+    dlq_topic = wing.dlq_topic(t)
+    records = (r for r in read_dlq(conn, dlq_topic, selection.since_ms) if selection.wants(r))
+    summary = summarize(dlq_topic, records, read_ledger(conn, t.dlq_replays, missing_ok=True), samples)
     click.echo(orjson.dumps(summary_json(summary)).decode() if as_json else summary_text(summary))
 
 
@@ -885,7 +889,7 @@ def dlq_show(conn: KafkaConnection, topic_prefix: str, reason: str | None, since
 @dlq_options
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the JSON lines to this file.  [default: stdout]")
-def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None,
+def dlq_export(conn: KafkaConnection, topic_prefix: str, wing: Wing, reason: str | None, since_ms: int | None,
                out: Path | None) -> None:
     """DLQ records as JSON lines (source topic, partition and offset, reason, key, value) to repair
     with any tool; feed a repaired file back with `seed-orders --file`."""
@@ -894,7 +898,7 @@ def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
     from topics.catalog import Topics
 
     require_broker(conn)
-    dlq_topic = Topics(topic_prefix).dlq
+    dlq_topic = wing.dlq_topic(Topics(topic_prefix))
     if out is None:
         result = export(conn, dlq_topic, Selection(reason, since_ms), sys.stdout.buffer.write)
         sys.stdout.flush()
@@ -909,8 +913,8 @@ def dlq_export(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
 @click.option("--dry-run", is_flag=True, help="List what would be replayed; send nothing.")
 @click.option("--batch", type=click.IntRange(1, 100_000), default=500, show_default=True,
               help="Records per Kafka transaction.")
-def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, since_ms: int | None, dry_run: bool,
-               batch: int) -> None:
+def dlq_replay(conn: KafkaConnection, topic_prefix: str, wing: Wing, reason: str | None, since_ms: int | None,
+               dry_run: bool, batch: int) -> None:
     """Send selected DLQ records back to their input topic (bytes and key untouched), each exactly
     once even if interrupted and run again: for failures that were a rule or an upstream bug
     since fixed. A record still bad lands in the DLQ again."""
@@ -919,6 +923,8 @@ def dlq_replay(conn: KafkaConnection, topic_prefix: str, reason: str | None, sin
     from service.dlq.replay import POINTS, replay
     from topics.catalog import Topics
 
+    if wing.no_replay is not None:
+        raise BrewError(wing.no_replay)
     require_broker(conn)
     faults = FaultPlan.from_env(kill_process_and(None), POINTS)
     result = replay(conn, Topics(topic_prefix), Selection(reason, since_ms), dry_run, batch, faults)

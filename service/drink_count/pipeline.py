@@ -37,7 +37,8 @@ DEFAULT_BOARD = BoardConfig()
 def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
     t = cfg.topics
     return Pipeline(
-        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
+        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t),
+        dlq_topic=WING.dlq_topic(t),
         output_topics=(t.counts,),
         make_sink=lambda store, changelog, faults, metrics, options: DrinkCountSink(
             store, changelog, t.orders, t.dlq, faults, on_batch=lambda r: batch_done(r, metrics), options=options),

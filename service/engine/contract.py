@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,6 +58,9 @@ class Wing:
     side_inputs: Callable[[Topics], tuple[str, ...]] = field(default=lambda _topics: ())
     # Which part of a store key decides its task, so its changelog partition (``restorer.tasks``).
     routing: Routing = BY_WHOLE_KEY
+    # Where its refused records go, and, when ``dlq replay`` cannot send them back, why not.
+    dlq_topic: Callable[[Topics], str] = field(default=attrgetter("dlq"))
+    no_replay: str | None = None
 
     @property
     def default_state_dir(self) -> Path:

@@ -59,7 +59,8 @@ def pipeline(cfg: RunConfig, revenue: RevenueConfig, table: TableConfig = TableC
         return parse_orders(df, {}, revenue.max_ahead_ns, cfg.max_name_bytes)
 
     return Pipeline(
-        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.revenue_dlq,
+        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t),
+        dlq_topic=WING.dlq_topic(t),
         output_topics=(),
         make_sink=lambda store, changelog, faults, metrics, options: RevenueSink(
             store, changelog, t, revenue, faults, on_batch=lambda r: batch_done(r, metrics), options=options),

@@ -57,7 +57,8 @@ def pipeline(cfg: RunConfig, windows: WindowsConfig, table: TableConfig = DEFAUL
             guard_clocks(cfg.conn, store, changelog, t.events, windows, cfg.max_name_bytes, repair=True)
 
     return Pipeline(
-        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t), dlq_topic=t.dlq,
+        wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t),
+        dlq_topic=WING.dlq_topic(t),
         output_topics=(t.windows, t.late_events),
         make_sink=lambda store, changelog, faults, metrics, options: WindowsSink(
             store, changelog, t, windows, faults, on_batch=lambda r: batch_done(r, metrics), options=options),

@@ -41,6 +41,7 @@ def test_every_command_has_help_with_defaults(path: list[str]) -> None:
     ["run", "--http-port", "9464", "--http-host", "0.0.0.0"],  # beyond loopback without a token
     ["dlq", "show", "--since", "yesterday"],
     ["dlq", "replay", "--batch", "0"],
+    ["dlq", "replay", "--store", "revenue"],  # its orders would be counted twice by drink-count
     ["sandbox", "up", "--brokers", "0"],
     ["sandbox", "up", "--fault-proxy"],  # a proxy needs a cluster
     ["sandbox", "node", "kill", "x"],

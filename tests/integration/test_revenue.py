@@ -173,6 +173,14 @@ def test_revenue_is_exact_through_crashes_and_a_lost_disk(pipe: Pipeline, tmp_pa
     assert {oid for cause, oid in causes if cause == "too late"} == {o.order_id for o in late}
     assert sum(1 for cause, _ in causes if cause == "bad menu record") == len(scenario.bad_menu)
     assert len(causes) == len(expected.no_price) + len(late) + len(scenario.bad_menu)
+    # The CLI reads the revenue DLQ by its store's name: each refused record once.
+    shown = json.loads(pipe.brew("dlq", "show", "--store", "revenue", "--json", check=True).stdout)
+    assert sum(g["count"] for g in shown["reasons"]) == len(causes)
+    exported = [json.loads(line) for line in
+                pipe.brew("dlq", "export", "--store", "revenue", check=True).stdout.splitlines()]
+    assert sorted((e["source_topic"], e["source_partition"], e["source_offset"]) for e in exported) == sorted(
+        (h["source-topic"].decode(), int(h["source-partition"]), int(h["source-offset"]))
+        for h in (dict(m.headers() or []) for m in read_topic(pipe.conn, pipe.topics.revenue_dlq)))
     assert json.loads(json.dumps(got["offsets"]))  # the offsets are printed
 
     # `status` shows how far the store has read the menu too, and a menu it has not read is lag.
