@@ -30,7 +30,8 @@ log = logging.getLogger("brewstream")
 
 
 class ChangelogShapeChanged(BrewError):
-    """The changelog's partition count is not the one the store was built against."""
+    """The changelog's partition count, or the rule routing keys to its partitions, is not
+    the one the store was built against."""
 
 
 def check_routing(store: Store, topic: str, partitions: int, routing: Routing, name: str | None = None) -> None:
