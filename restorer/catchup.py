@@ -12,22 +12,49 @@ from __future__ import annotations
 import logging
 
 from restorer.changelog import ChangelogWriter
-from restorer.commit import commit_batch
-from restorer.integrity import REPUBLISH, RESTORE, plan_start
+from restorer.commit import ChangelogShapeChanged, commit_batch
+from restorer.integrity import REPUBLISH, RESTORE, plan_start, routing_refusal
 from restorer.progress import RestoreProgress
 from restorer.reader import ProgressFn, ValueCheck, apply_changelog, store_facts, view_changelog
 from restorer.store import Store
+from restorer.tasks import Routing
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
 log = logging.getLogger("brewstream")
 
 
+def check_routing(store: Store, topic: str, partitions: int, routing: Routing, name: str | None = None) -> None:
+    """``ChangelogShapeChanged`` unless the store's history was routed to the ``partitions``
+    of changelog ``topic`` by ``routing`` (``integrity.routing_refusal``); ``name``: the
+    store's pipeline, for the command the refusal names."""
+    why = routing_refusal(topic, partitions, store.last_seq() > 0, store.route_markers(), routing.version, name)
+    if why is not None:
+        raise ChangelogShapeChanged(why)
+
+
 def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
                            auto_restore: bool, check_value: ValueCheck, accept_loss: bool = False,
-                           on_progress: ProgressFn | None = None) -> int:
+                           on_progress: ProgressFn | None = None, name: str | None = None) -> int:
     """Apply what the changelog holds beyond the store; returns the records applied.
-    ``on_progress`` hears (partition, start, position, end) during a full restore."""
+    ``on_progress`` hears (partition, start, position, end) during a full restore.
+
+    The store's history must have been routed to the changelog's partitions by the rule
+    ``changelog`` writes by (``check_routing``; ``name``, the store's pipeline, for
+    the command a refusal names): asked of the store as found, before anything is
+    published from it, and of what it holds once brought up to date, restored included.
+    Every later batch keeps the rule its writer has, so nothing else asks again."""
+    def check() -> None:
+        check_routing(store, changelog.topic, len(changelog.partitions), changelog.routing, name)
+
+    check()
+    applied = _apply_changelog(conn, store, changelog, auto_restore, check_value, accept_loss, on_progress)
+    check()
+    return applied
+
+
+def _apply_changelog(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, auto_restore: bool,
+                     check_value: ValueCheck, accept_loss: bool, on_progress: ProgressFn | None) -> int:
     topic = changelog.topic
     plan = plan_start(view_changelog(conn, topic), store_facts(store), accept_loss)
     if plan.warning:

@@ -17,8 +17,8 @@ count the changelog had when it was written. A restore that finds another count 
 because keys would then hash to other partitions than their older values. For the same
 reason, a store whose keys go to partitions by a part of the key (``restorer.tasks.Routing``:
 a window by its key, not its start) writes a route marker to each partition as well, the
-version of that rule; a changelog written by another rule is refused
-(``restorer.commit``). A store routed by its whole keys writes none, as before.
+version of that rule; a store or changelog written by another rule is refused before
+a start (``restorer.catchup``). A store routed by its whole keys writes none, as before.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ from restorer.codec import (
     position_key,
 )
 from restorer.faults import FaultPlan
-from restorer.integrity import routing_refusal, shape_message
+from restorer.integrity import shape_message
 from restorer.store import Store, StoreGone
-from restorer.tasks import Routing
 from topics.errors import BrewError
 
 log = logging.getLogger("brewstream")
@@ -32,15 +31,6 @@ log = logging.getLogger("brewstream")
 class ChangelogShapeChanged(BrewError):
     """The changelog's partition count, or the rule routing keys to its partitions, is not
     the one the store was built against."""
-
-
-def check_routing(store: Store, topic: str, partitions: int, routing: Routing, name: str | None = None) -> None:
-    """``ChangelogShapeChanged`` unless the store's history was routed to the ``partitions``
-    of changelog ``topic`` by ``routing`` (``integrity.routing_refusal``); ``name``: the
-    store's pipeline, for the command the refusal names."""
-    why = routing_refusal(topic, partitions, store.last_seq() > 0, store.route_markers(), routing.version, name)
-    if why is not None:
-        raise ChangelogShapeChanged(why)
 
 
 @dataclass(frozen=True)
@@ -53,18 +43,14 @@ class Committed:
 
 def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
                  outputs: Iterable[OutputRecord] = (), faults: FaultPlan | None = None,
-                 republish: bool = False, local: Iterable[Entry] = (), max_gap_s: float | None = None,
-                 fresh_changelog: bool = False) -> Committed:
+                 republish: bool = False, local: Iterable[Entry] = (), max_gap_s: float | None = None) -> Committed:
     """3. + 4. for one batch, the only way anything reaches the changelog and the store.
 
     Before the transaction, the changelog's shape is checked against the one the store
     recorded: a partition count that changed stops here (``ChangelogShapeChanged``), and
     a topic id that changed (the changelog was deleted and re-created) makes this
     transaction carry the whole store, so the new changelog is complete again
-    (``republish`` asks for that in any case). A store whose history was routed to the
-    partitions by another rule than the changelog's writer routes by stops here too
-    (``check_routing``), unless the changelog is new: re-created under the daemon, or by
-    ``fresh_changelog`` (``republish-changelog``). ``local`` entries go to the store only.
+    (``republish`` asks for that in any case). ``local`` entries go to the store only.
 
     ``max_gap_s``: a process paused between the two commits for longer than this (a
     stopped or starved zombie) may have been taken over meanwhile, and another instance
@@ -83,12 +69,10 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
         raise ChangelogShapeChanged(shape_message(changelog.topic, shape.partitions,
                                                   int(built) if built else len(changelog.partitions)))
     recorded = store.local(CHANGELOG_TOPIC_ID)
-    recreated = recorded is not None and recorded.decode() != shape.topic_id
-    if not (recreated or fresh_changelog):
-        check_routing(store, changelog.topic, len(changelog.partitions), changelog.routing)
     seq = store.last_seq() + 1
     entries = [*entries, *changelog.markers(seq)]
     published = entries
+    recreated = recorded is not None and recorded.decode() != shape.topic_id
     if recreated:
         log.warning("changelog %s was deleted and re-created (topic id %s, was %s): publishing the whole store "
                     "to it again", changelog.topic, shape.topic_id, recorded.decode() if recorded else "-")

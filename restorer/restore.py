@@ -88,7 +88,7 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
         writer = ChangelogWriter(conn, changelog, list(range(partitions)), routing=routing)
         writer.start()
         try:
-            done = commit_batch(store, writer, [], republish=True, fresh_changelog=True)
+            done = commit_batch(store, writer, [], republish=True)
         finally:
             writer.close()
         keys = store.key_count()

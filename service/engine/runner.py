@@ -28,9 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from restorer.catchup import bring_store_up_to_date
+from restorer.catchup import bring_store_up_to_date, check_routing
 from restorer.changelog import ChangelogWriter, Fenced
-from restorer.commit import check_routing
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
 from restorer.reader import apply_changelog, new_reader, store_facts, view_changelog
@@ -369,10 +368,10 @@ class Daemon:
             steps.done("fencing")
             health.set(RESTORING, "catching up with the changelog")
             applied = bring_store_up_to_date(cfg.conn, store, changelog, cfg.auto_restore, p.check_value,
-                                             cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress)
+                                             cfg.accept_changelog_loss, on_progress=self.metrics.restore_progress,
+                                             name=p.name)
             self.stores.mark_whole()
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
-            check_routing(store, p.changelog_topic, len(self.changelog_partitions), p.wing.routing, p.name)
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
