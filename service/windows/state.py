@@ -70,14 +70,19 @@ def _untime(raw: bytes) -> int:
 _KEY_AT = len(_WINDOW) + 1 + 2
 
 
+def _name_span(key: bytes) -> tuple[int, int]:
+    """Where a window key's own key (a shop) lies in it, by the layout above."""
+    return _KEY_AT, _KEY_AT + int.from_bytes(key[_KEY_AT - 2:_KEY_AT], "big")
+
+
 def state_key(store_key: bytes) -> bytes:
     """The part of a store key that decides its task: a window's key (a shop; empty for the
     windows over every key), so that a key's windows and sessions share one task; any
     other key (a partition's clock, a table row) by itself. Total over any bytes."""
     if not store_key.startswith(_WINDOW) or len(store_key) < _KEY_AT:
         return store_key
-    n = int.from_bytes(store_key[_KEY_AT - 2:_KEY_AT], "big")
-    return store_key[_KEY_AT:_KEY_AT + n] if len(store_key) >= _KEY_AT + n else store_key
+    at, end = _name_span(store_key)
+    return store_key[at:end] if len(store_key) >= end else store_key
 
 
 # Version 1: windows by their key (before it, by their whole store key, start included).
@@ -102,9 +107,9 @@ def encode_window(w: WindowAgg) -> tuple[bytes, bytes]:
 def decode_window(key: bytes, value: bytes) -> WindowAgg:
     end, count, cents, late, flags = _AGG.unpack(value)
     kind = _KIND_NAME[key[1:2]]
-    size = int.from_bytes(key[2:4], "big")
-    name = key[4:4 + size].decode()
-    return WindowAgg(kind, _untime(key[4 + size:12 + size]), end, name or None, count, cents, late, flags)
+    at, name_end = _name_span(key)
+    name = key[at:name_end].decode()
+    return WindowAgg(kind, _untime(key[name_end:name_end + 8]), end, name or None, count, cents, late, flags)
 
 
 def window_prefix() -> bytes:
