@@ -54,7 +54,7 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
     """Mid-stream SIGKILL of the active; the killed one comes back as the new standby and
     takes over in its turn. The standby starts while the active is mid-batch, and loses
     its own disk once."""
-    feed = Feed(pipe, 4000, seed=70, seconds=70)
+    feed = Feed(pipe, 4000, seed=70, seconds=35)
     feed.start()
     ports = {"a": free_port(), "b": free_port()}
     a = Instance(pipe, tmp_path, "a", "--instance", "a", "--http-port", str(ports["a"])).start()
@@ -104,7 +104,7 @@ def test_a_standby_takes_over_from_a_killed_active(pipe: Pipeline, tmp_path: Pat
 def test_a_paused_zombie_commits_nothing_more_and_stands_by(pipe: Pipeline, tmp_path: Path) -> None:
     """SIGSTOP the active past the takeover timeout, let the standby take over, SIGCONT it:
     fenced, it commits nothing more and stands by behind the new active."""
-    feed = Feed(pipe, 2000, seed=71, seconds=40)
+    feed = Feed(pipe, 2000, seed=71, seconds=20)
     feed.start()
     a = Instance(pipe, tmp_path, "a").start()
     b = Instance(pipe, tmp_path, "b", "--standby").start()
@@ -166,7 +166,7 @@ def test_status_shows_the_roles(pipe: Pipeline, tmp_path: Path) -> None:
 def test_a_short_failover_drill_is_exact(kafka: Any, tmp_path: Path) -> None:
     from tests.support.helpers import brew
 
-    proc = brew(kafka, "drill", "failover", "--orders", "3000", "--kills", "3", "--feed-time", "60s",
+    proc = brew(kafka, "drill", "failover", "--orders", "3000", "--kills", "3", "--feed-time", "30s",
                 "--max-kill-delay", "2s", "--work-dir", str(tmp_path), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "verdict: exact" in proc.stdout
@@ -181,7 +181,7 @@ def test_a_woken_zombie_never_costs_the_new_active_its_role(pipe: Pipeline, tmp_
     takes over; then the frozen one is woken. The woken one goes back to standby; the new
     active keeps its role and its pace throughout, and no older snapshot follows a newer."""
     rng = random.Random(77)
-    feed = Feed(pipe, 4000, seed=78, seconds=90)
+    feed = Feed(pipe, 4000, seed=78, seconds=60)
     feed.start()
     a = Instance(pipe, tmp_path, "a", "--standby").start()  # the first to find no active takes the lease
     b = Instance(pipe, tmp_path, "b", "--standby").start()

@@ -255,7 +255,7 @@ def test_restore_needs_clean_on_a_store_with_data(pipe: Pipeline, tmp_path: Path
 def test_short_kill9_drill_is_exact(kafka: KafkaConnection, tmp_path: Path) -> None:
     from tests.support.helpers import brew
 
-    proc = brew(kafka, "drill", "kill9", "--orders", "3000", "--kills", "3", "--feed-time", "40s",
+    proc = brew(kafka, "drill", "kill9", "--orders", "3000", "--kills", "3", "--feed-time", "25s",
                 "--max-kill-delay", "4s", "--work-dir", str(tmp_path), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "verdict: exact" in proc.stdout
