@@ -2,14 +2,14 @@
 
 Most orders never reach Python: the JVM counts those its order gate proves clean, in one
 stage (``GateCount``, service/drink_count/jvm/), and carries the few it cannot prove clean
-to the driver, where ``partial_counts`` counts them or gives their DLQ reasons. Only a
+to the driver, where ``count_rows`` counts them or gives their DLQ reasons. Only a
 batch whose unclean rows exceed a task's carry budget sends those rows to the Python
 workers instead, where each Spark task runs ``partial_counts`` over its share and only a
 handful of rows per task cross to the driver: one per drink, one per input partition for
 its highest offset, one for the number of good orders, and the bad orders (cut to what the
 DLQ holds, or only their position once the task's budget is spent: see
-``service.records.badrecords``). ``partial_counts`` and ``merge_partials`` are pure and
-tested without Spark.
+``service.records.badrecords``). Both count with one ``Tally``; it and ``merge_partials``
+are pure and tested without Spark.
 
 Per-record code is total (DESIGN.md invariant 8): whatever a record holds, it is
 counted or becomes a bad record with a reason; an unexpected exception in one record is
@@ -18,13 +18,11 @@ the reason ``internal: <type>``, never a failed batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
 
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
@@ -32,24 +30,30 @@ from service.records.orders import BadOrder, count_drinks, count_plain
 from service.spark.blob import BlobReader, handed_over
 
 if TYPE_CHECKING:
+    # Only the Python workers build Arrow batches: the driver counts the gate's carried rows
+    # from plain lists (``count_rows``), so a daemon's driver never loads pyarrow and numpy
+    # (about 70 MiB and 0.15 s of every start).
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 # Row kinds of the partial output: BAD carries the record's (cut) bytes, REF only its position;
 # LARGE counts the records a first pass left to the second (see ``aggregate_batch``).
 DRINK, ORDERS, OFFSET, BAD, REF, LARGE = "drink", "orders", "offset", "bad", "ref", "large"
 
-PARTIAL_SCHEMA = pa.schema([
-    ("kind", pa.string()),
-    ("name", pa.string()),       # drink, or the reason of a bad order
-    ("n", pa.int64()),           # quantity, order count, highest offset seen, or a bad value's size
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("ksize", pa.int64()),       # a bad record's key size
-])
+# The partial rows' columns: n is a quantity, an order count, the highest offset seen or a
+# bad value's size; name a drink or a bad order's reason; ksize a bad record's key size.
 PARTIAL_DDL = ("kind string, name string, n long, partition int, offset long, "
                "key binary, value binary, ksize long")
+PARTIAL_COLUMNS = tuple(column.split()[0] for column in PARTIAL_DDL.split(", "))
+
+
+@cache
+def partial_schema() -> pa.Schema:
+    """PARTIAL_DDL as Arrow's schema (on the workers, the only ones that import pyarrow)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "binary": pa.binary()}
+    return pa.schema([(name, types[kind]) for name, kind in (c.split() for c in PARTIAL_DDL.split(", "))])
 DEFAULT_DLQ_RECORD_BYTES = 1_000_000
 
 
@@ -66,63 +70,112 @@ class BatchAggregate:
         return not self.next_offsets
 
 
+@dataclass(frozen=True)
+class OrderRows:
+    """(key, value, partition, offset) rows as Python lists, as ``partial_counts`` reads them;
+    ``marks``: the rows a first pass left for later (their key and value did not travel).
+    ``key_at`` reads one row's key: only a bad record needs its key, so an Arrow batch's keys
+    are never all converted."""
+
+    values: Sequence[bytes | None]
+    partitions: Sequence[int]
+    offsets: Sequence[int]
+    key_at: Callable[[int], bytes | None]
+    marks: Sequence[bool] | None = None
+
+    @classmethod
+    def of_arrow(cls, batch: pa.RecordBatch) -> OrderRows:
+        keys = batch.column("key")
+        return cls(batch.column("value").to_pylist(), batch.column("partition").to_pylist(),
+                   batch.column("offset").to_pylist(), lambda i: keys[i].as_py(),
+                   batch.column(LARGE).to_pylist() if LARGE in batch.schema.names else None)
+
+
+class Tally:
+    """The partial counts of one task's rows, fed in turn (``add``), read as partial rows."""
+
+    def __init__(self, max_name_bytes: int, dlq_record_bytes: int) -> None:
+        self.max_name_bytes, self.dlq_record_bytes = max_name_bytes, dlq_record_bytes
+        self.totals: dict[str, int] = {}
+        self.good = self.large = 0
+        self.highest: dict[int, int] = {}
+        self.bad: list[BadRecord] = []
+        self.budget = CarryBudget()
+
+    def add(self, rows: OrderRows) -> None:
+        if not rows.values:
+            return
+        track_highest(rows.partitions, rows.offsets, self.highest)
+        # The clean majority on a shorter path that counts only what count_drinks
+        # counts, and the same (tests/unit/service/records/test_orders.py checks both on any bytes);
+        # the rest, marked rows among them (their value did not travel), below.
+        counted, rest = count_plain(rows.values, self.max_name_bytes, self.totals)
+        self.good += counted
+        for i in rest:
+            if rows.marks is not None and rows.marks[i]:
+                self.large += 1
+                continue
+            raw = rows.values[i]
+            try:
+                drinks = count_drinks(raw, max_name_bytes=self.max_name_bytes)
+            except BadOrder as exc:
+                self.bad.append(self._bad(rows, i, str(exc)))
+                continue
+            except Exception as exc:  # total per record: see the module docstring
+                self.bad.append(self._bad(rows, i, internal_reason(exc)))
+                continue
+            self.good += 1
+            for drink, qty in drinks.items():
+                self.totals[drink] = self.totals.get(drink, 0) + qty
+
+    def _bad(self, rows: OrderRows, i: int, reason: str) -> BadRecord:
+        key, raw = rows.key_at(i), rows.values[i]
+        key_size, value_size = len(key or b""), len(raw or b"")
+        cut_key, cut_value = carry(key, raw, self.dlq_record_bytes)
+        p, o = rows.partitions[i], rows.offsets[i]
+        if self.budget.take(cut_key, cut_value):
+            return BadRecord(p, o, cut_key, cut_value, reason, key_size, value_size)
+        return BadRecord(p, o, None, None, reason, key_size, value_size, carried=False)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The partial rows, as ``merge_partials`` reads them."""
+        out = [partial_row(DRINK, name=drink, n=qty) for drink, qty in self.totals.items()]
+        if self.good:
+            out.append(partial_row(ORDERS, n=self.good))
+        if self.large:
+            out.append(partial_row(LARGE, n=self.large))
+        out += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
+        out += [partial_row(BAD if b.carried else REF, name=b.reason, n=b.value_size, partition=b.partition,
+                            offset=b.offset, key=b.key, value=b.value, ksize=b.key_size) for b in self.bad]
+        return out
+
+
 def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_NAME_BYTES,
                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out. With
     a ``large`` column, the rows it marks are only counted as left for later (their key and
     value did not travel) and their offsets tracked."""
-    totals: dict[str, int] = {}
-    good = 0
-    large = 0
-    highest: dict[int, int] = {}
-    bad: list[BadRecord] = []
-    budget = CarryBudget()
+    import pyarrow as pa
+
+    tally = Tally(max_name_bytes, dlq_record_bytes)
     for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        track_highest(batch, highest)
-        values = batch.column("value").to_pylist()
-        # The clean majority on a shorter path that counts only what count_drinks
-        # counts, and the same (tests/unit/service/records/test_orders.py checks both on any bytes);
-        # the rest, marked rows among them (their value did not travel), below.
-        counted, rest = count_plain(values, max_name_bytes, totals)
-        good += counted
-        if not rest:
-            continue
-        marks = batch.column(LARGE).to_pylist() if LARGE in batch.schema.names else None
-        for i in rest:
-            if marks is not None and marks[i]:
-                large += 1
-                continue
-            raw = values[i]
-            try:
-                drinks = count_drinks(raw, max_name_bytes=max_name_bytes)
-            except BadOrder as exc:
-                bad.append(_bad(batch, i, raw, str(exc), budget, dlq_record_bytes))
-                continue
-            except Exception as exc:  # total per record: see the module docstring
-                bad.append(_bad(batch, i, raw, internal_reason(exc), budget, dlq_record_bytes))
-                continue
-            good += 1
-            for drink, qty in drinks.items():
-                totals[drink] = totals.get(drink, 0) + qty
-    yield _partial_batch(totals, good, highest, bad, large)
+        if batch.num_rows:
+            tally.add(OrderRows.of_arrow(batch))
+    rows = tally.rows()
+    yield pa.RecordBatch.from_pydict({c: [row[c] for row in rows] for c in PARTIAL_COLUMNS}, schema=partial_schema())
 
 
-def _bad(batch: pa.RecordBatch, i: int, raw: bytes | None, reason: str, budget: CarryBudget,
-         dlq_record_bytes: int) -> BadRecord:
-    p, o = batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py()
-    key = batch.column("key")[i].as_py()
-    key_size, value_size = len(key or b""), len(raw or b"")
-    cut_key, cut_value = carry(key, raw, dlq_record_bytes)
-    if budget.take(cut_key, cut_value):
-        return BadRecord(p, o, cut_key, cut_value, reason, key_size, value_size)
-    return BadRecord(p, o, None, None, reason, key_size, value_size, carried=False)
+def count_rows(rows: OrderRows, max_name_bytes: int = MAX_NAME_BYTES,
+               dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> list[dict[str, Any]]:
+    """``partial_counts`` of rows already in Python (the gate's carried rows, on the driver):
+    the same partial rows, without Arrow."""
+    tally = Tally(max_name_bytes, dlq_record_bytes)
+    tally.add(rows)
+    return tally.rows()
 
 
-def track_highest(batch: pa.RecordBatch, highest: dict[int, int]) -> None:
-    """The highest offset per partition in ``batch``, folded into ``highest``."""
-    partitions, offsets = batch.column("partition").to_pylist(), batch.column("offset").to_pylist()
+def track_highest(partitions: Sequence[int], offsets: Sequence[int], highest: dict[int, int]) -> None:
+    """The highest offset per partition of these rows, folded into ``highest``."""
     if partitions.count(partitions[0]) == len(partitions):
         # A Kafka task reads one partition: one max() in C instead of a loop in Python.
         top = max(offsets)
@@ -134,30 +187,6 @@ def track_highest(batch: pa.RecordBatch, highest: dict[int, int]) -> None:
     for p, o in zip(partitions, offsets, strict=True):
         if o > highest.get(p, -1):
             highest[p] = o
-
-
-def _partial_batch(totals: Mapping[str, int], good: int, highest: Mapping[int, int],
-                   bad: list[BadRecord], large: int = 0) -> pa.RecordBatch:
-    rows: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
-
-    def add(kind: str, name: str | None = None, n: int | None = None, partition: int | None = None,
-            offset: int | None = None, key: bytes | None = None, value: bytes | None = None,
-            ksize: int | None = None) -> None:
-        for col, v in zip(PARTIAL_SCHEMA.names, (kind, name, n, partition, offset, key, value, ksize), strict=True):
-            rows[col].append(v)
-
-    for drink, qty in totals.items():
-        add(DRINK, name=drink, n=qty)
-    if good:
-        add(ORDERS, n=good)
-    if large:
-        add(LARGE, n=large)
-    for p, top in highest.items():
-        add(OFFSET, n=top, partition=p)
-    for b in bad:
-        add(BAD if b.carried else REF, name=b.reason, n=b.value_size, partition=b.partition, offset=b.offset,
-            key=b.key, value=b.value, ksize=b.key_size)
-    return pa.RecordBatch.from_pydict(rows, schema=PARTIAL_SCHEMA)
 
 
 def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
@@ -196,7 +225,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
     which are nearly all of them, without sending a row to Python, where decoding took
     about two fifths of a warm batch's CPU (docs/benchmarks.md). The rows it did not prove
-    clean are counted by ``partial_counts``: here on the driver, from what the JVM carried,
+    clean are counted by a ``Tally``: here on the driver, from what the JVM carried,
     or, when a task had more than it may carry (``carry``), by the Python workers
     (``_count_in_python``)."""
     from service.spark.session import unapplied
@@ -210,8 +239,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
         rows = fresh.select("key", "value", "partition", "offset")
         rest = _count_in_python(rows.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
     else:
-        rest = [row for batch in partial_counts([counted.carried], max_name_bytes, dlq_record_bytes)
-                for row in batch.to_pylist()]
+        rest = count_rows(counted.carried, max_name_bytes, dlq_record_bytes)
     if (took := records_counted(rest)) != counted.unclean:
         raise RuntimeError(f"Python counted {took} records of the {counted.unclean} the order gate left to it")
     return merge_partials([*counted.partials(), *rest])
@@ -252,7 +280,7 @@ class JvmCount:
     unclean: int
     overflow: bool
     highest: dict[int, int]
-    carried: pa.RecordBatch
+    carried: OrderRows
 
     def partials(self) -> list[dict[str, Any]]:
         """The partial rows of what the gate counted, and every partition's highest offset."""
@@ -260,10 +288,6 @@ class JvmCount:
         rows.append(partial_row(ORDERS, n=self.orders))
         rows += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
         return rows
-
-
-CARRIED_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
-                            ("offset", pa.int64())])
 
 
 def read_gate_count(blob: bytes) -> JvmCount:
@@ -279,18 +303,21 @@ def read_gate_count(blob: bytes) -> JvmCount:
     for _ in range(r.count()):
         p, top = r.unpack(">iq")
         highest[p] = top
-    cols: dict[str, list[Any]] = {name: [] for name in CARRIED_SCHEMA.names}
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    partitions: list[int] = []
+    offsets: list[int] = []
     for _ in range(r.count()):
         p, offset = r.unpack(">iq")
-        cols["partition"].append(p)
-        cols["offset"].append(offset)
-        cols["key"].append(r.optional())
-        cols["value"].append(r.optional())
+        partitions.append(p)
+        offsets.append(offset)
+        keys.append(r.optional())
+        values.append(r.optional())
     r.done()
     if overflow not in (0, 1) or orders < 0 or unclean < 0:
         raise ValueError("the gate's count is out of range")
     return JvmCount(counts, orders, unclean, bool(overflow), highest,
-                    pa.RecordBatch.from_pydict(cols, schema=CARRIED_SCHEMA))
+                    OrderRows(values, partitions, offsets, keys.__getitem__))
 
 
 def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry) -> JvmCount:
@@ -310,7 +337,7 @@ def records_counted(rows: Iterable[Mapping[str, Any]]) -> int:
 
 def partial_row(kind: str, **fields: Any) -> dict[str, Any]:
     """One partial row as ``merge_partials`` reads it, the columns not given null."""
-    return {**dict.fromkeys(PARTIAL_SCHEMA.names), **fields, "kind": kind}
+    return {**dict.fromkeys(PARTIAL_COLUMNS), **fields, "kind": kind}
 
 
 def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int) -> list[dict[str, Any]]:

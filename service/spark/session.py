@@ -93,6 +93,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    _numpy_converters_ask_only_of_numpy_values()
+
     # Java options and SPARK_HOME reach only a JVM started now, not one this process has already.
     launching = SparkContext._gateway is None
     if launching and (problem := spark_home_problem(pyspark.__version__)):
@@ -184,6 +186,38 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     if not local:
         spark.sparkContext.addPyFile(str(code_zip()))
     return spark
+
+
+class _OnlyOfNumpyValues:
+    """One of pyspark's numpy converters, asked only about a numpy value.
+
+    pyspark's own converters ask, of every argument of every py4j call, whether numpy is
+    installed, by importing ``pyspark.testing.utils``; that module imports pandas, and
+    pandas imports pyarrow and numpy: 128 MiB of the driver and half a second of every
+    start, at the JVM's first call. A value can only be a numpy one once numpy is loaded,
+    so the question is asked of nothing else."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def can_convert(self, obj: Any) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(obj, np.ndarray | np.generic) and bool(self.inner.can_convert(obj))
+
+    def convert(self, obj: Any, gateway_client: Any) -> Any:
+        return self.inner.convert(obj, gateway_client)
+
+
+def _numpy_converters_ask_only_of_numpy_values() -> None:
+    """pyspark's numpy converters wrapped (``_OnlyOfNumpyValues``) in py4j's list, the very
+    list every gateway reads, so a session built already is covered too."""
+    from py4j import protocol
+    from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
+
+    converters = protocol.INPUT_CONVERTER
+    for i, converter in enumerate(converters):
+        if isinstance(converter, NumpyArrayConverter | NumpyScalarConverter):
+            converters[i] = _OnlyOfNumpyValues(converter)
 
 
 def _not_from_py4j(record: logging.LogRecord) -> bool:

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from service.drink_count.aggregate import (
     BadRecord,
+    OrderRows,
+    count_rows,
     merge_partials,
     partial_counts,
     read_gate_count,
@@ -154,7 +156,9 @@ def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[str, int], or
     got = read_gate_count(gate_blob(counts, orders, unclean, overflow, highest, carried))
     assert (got.counts, got.orders, got.unclean, got.overflow, got.highest) == (counts, orders, unclean, overflow,
                                                                                 highest)
-    assert [tuple(r.values()) for r in got.carried.to_pylist()] == carried
+    rows = got.carried
+    assert [(rows.key_at(i), rows.values[i], rows.partitions[i], rows.offsets[i])
+            for i in range(len(rows.values))] == carried
 
 
 @given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({"latte": 2}, 1, len(rows), False, {0: 9},
@@ -163,3 +167,21 @@ def test_the_gate_count_reader_refuses_any_other_bytes_in_one_way(blob: bytes) -
     """Total: a blob that is not one gives ValueError, never anything else."""
     with contextlib.suppress(ValueError):
         read_gate_count(blob)
+
+
+_order_rows = st.lists(st.tuples(st.none() | st.binary(max_size=20),
+                                 st.none() | st.binary(max_size=60) | st.sampled_from([o for _, o, _ in BAD_ORDERS])
+                                 | st.builds(order, st.tuples(st.sampled_from(["latte", "mocha"]), st.integers(1, 9))),
+                                 st.integers(0, 3), _i64), min_size=1, max_size=12)
+
+
+@given(rows=_order_rows, dlq_record_bytes=st.integers(1, 64))
+def test_the_driver_counts_carried_rows_as_the_workers_count_arrow_batches(
+        rows: list[tuple[bytes | None, bytes | None, int, int]], dlq_record_bytes: int) -> None:
+    """The driver's count of the gate's carried rows (plain lists, no pyarrow) gives the very
+    partial rows the Python workers give for the same rows in an Arrow batch."""
+    keys, values, partitions, offsets = (list(c) for c in zip(*rows, strict=True))
+    by_driver = count_rows(OrderRows(values, partitions, offsets, keys.__getitem__),
+                           dlq_record_bytes=dlq_record_bytes)
+    (by_workers,) = partial_counts(iter([batch(rows)]), dlq_record_bytes=dlq_record_bytes)
+    assert by_driver == by_workers.to_pylist()

@@ -1,0 +1,39 @@
+"""The drink-count driver counts a batch, bad orders carried from the JVM included, without
+loading pandas, pyarrow or numpy: pyspark's numpy converters would import all three at the
+JVM's first call (``service.spark.session._OnlyOfNumpyValues``), and the gate's carried
+rows are counted from plain lists (``service.drink_count.aggregate.count_rows``). The three
+cost a daemon's driver about 115 MiB and its start about half a second."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+import sys
+from service.drink_count.aggregate import aggregate_batch
+from service.spark.session import build_session
+
+spark = build_session("local[1]", "driver-imports")
+rows = [("CAST('k' AS BINARY)", '{"order_id":"o","shop_id":"s","items":[{"drink":"latte","quantity":2}]}', 0, 5),
+        ("CAST(NULL AS BINARY)", "not json", 1, 7)]
+df = spark.sql(" UNION ALL ".join(
+    f"SELECT {key} AS key, CAST('{value}' AS BINARY) AS value, {p} AS partition, CAST({o} AS BIGINT) AS offset"
+    for key, value, p, o in rows))
+agg = aggregate_batch(df, {})
+print(agg.deltas, [(b.partition, b.offset, b.reason) for b in agg.bad], agg.next_offsets)
+print(sorted(m for m in ("numpy", "pandas", "pyarrow") if m in sys.modules))
+spark.stop()
+"""
+
+
+def test_the_driver_counts_without_pandas_pyarrow_or_numpy() -> None:
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counted, loaded = proc.stdout.strip().splitlines()[-2:]
+    assert counted == "{'latte': 2} [(1, 7, 'not JSON')] {0: 6, 1: 8}", proc.stdout
+    assert loaded == "[]", proc.stdout
