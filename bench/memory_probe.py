@@ -36,9 +36,10 @@ ROCKSDB_PROPERTIES = ("rocksdb.cur-size-all-mem-tables", "rocksdb.size-all-mem-t
                       "rocksdb.block-cache-capacity", "rocksdb.block-cache-usage",
                       "rocksdb.block-cache-pinned-usage", "rocksdb.estimate-table-readers-mem",
                       "rocksdb.total-sst-files-size")
-# What the driver imports before it starts Spark: its RSS with these alone is the part of
-# the driver that does not depend on the load.
-DRIVER_IMPORTS = "import pyspark.sql, pyarrow, pandas, rocksdict, confluent_kafka, service.drink_count.pipeline"
+# What the driver imports: its RSS with these alone is the part of the driver that does not
+# depend on the load (no pandas or pyarrow: tests/integration/test_driver_imports.py).
+DRIVER_IMPORTS = "import pyspark.sql, pyspark.sql.streaming, rocksdict, confluent_kafka, service.engine.runner, " \
+                 "service.drink_count.pipeline"
 
 
 @dataclass(frozen=True)

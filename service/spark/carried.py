@@ -1,28 +1,28 @@
 """A small batch's rows, carried whole to the driver by ``CarryRows`` (its blob's layout
-is in service/spark/jvm/brewstream/CarryRows.java), as the Arrow batch the Python
-workers would have been handed: so the driver runs the same pure code over them."""
+is in service/spark/jvm/brewstream/CarryRows.java), as the columns the Python workers read
+from the Arrow batch they are handed: so the driver runs the same pure code over them,
+without pyarrow."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
 
 from service.spark.blob import BlobReader, handed_over
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# The columns CarryRows picks from the Kafka source's, as mapInArrow hands them to a worker.
-ROWS = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()),
-                  ("ts_us", pa.int64()),
-                  ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
+# The columns CarryRows picks from the Kafka source's, as mapInArrow hands them to a worker:
+# key and value bytes, partition, offset, the timestamp in microseconds, and the headers as
+# a list of {"key": str, "value": bytes}.
+COLUMNS = ("key", "value", "partition", "offset", "ts_us", "headers")
+Columns = dict[str, list[Any]]
 
 
-def carry_rows(df: DataFrame, row_bytes: int, task_bytes: int) -> pa.RecordBatch | None:
-    """The rows of ``df`` (Spark's Kafka source's, with headers) as the columns of
-    ``ROWS``, or None when a row is over ``row_bytes`` or a task's rows over
-    ``task_bytes``: one stage, one call."""
+def carry_rows(df: DataFrame, row_bytes: int, task_bytes: int) -> Columns | None:
+    """The rows of ``df`` (Spark's Kafka source's, with headers) as ``COLUMNS``, or None
+    when a row is over ``row_bytes`` or a task's rows over ``task_bytes``: one stage, one
+    call."""
     jvm = df.sparkSession.sparkContext._jvm
     assert jvm is not None  # a classic session, which brewstream always builds
     carry = jvm.brewstream.CarryRows
@@ -30,14 +30,14 @@ def carry_rows(df: DataFrame, row_bytes: int, task_bytes: int) -> pa.RecordBatch
                                          "the carried rows"))
 
 
-def read_carried_rows(blob: bytes) -> pa.RecordBatch | None:
-    """``CarryRows``' blob as a batch of ``ROWS``, None for an overflow; ``ValueError`` for
+def read_carried_rows(blob: bytes) -> Columns | None:
+    """``CarryRows``' blob as ``COLUMNS``, None for an overflow; ``ValueError`` for
     a blob that does not follow the layout, to its last byte."""
     r = BlobReader(blob, "the carried rows")
     overflow = r.unpack(">b")[0]
     if overflow not in (0, 1):
         raise ValueError(f"the carried rows' overflow flag is {overflow}")
-    cols: dict[str, list[Any]] = {name: [] for name in ROWS.names}
+    cols: Columns = {name: [] for name in COLUMNS}
     for _ in range(r.count()):
         p, offset, has_ts = r.unpack(">iqb")
         if has_ts not in (0, 1):
@@ -53,7 +53,7 @@ def read_carried_rows(blob: bytes) -> pa.RecordBatch | None:
         headers = None if n == -1 else [{"key": _text(r.optional()), "value": r.optional()} for _ in range(n)]
         cols["headers"].append(headers)
     r.done()
-    return None if overflow else pa.RecordBatch.from_pydict(cols, schema=ROWS)
+    return None if overflow else cols
 
 
 def _text(raw: bytes | None) -> str | None:

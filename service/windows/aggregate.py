@@ -7,8 +7,9 @@ must travel whole: late ones (for the late topic), bad ones (for the DLQ) and th
 members of sessions that may turn out to be late once merged with the store's. Those
 travel cut to what an output record holds, and only as their position once the task's
 budget is spent (``service.records.badrecords``); the driver reads such records back.
-``partial_windows`` runs on the executors (or, for a small batch, on the driver over the
-rows the JVM carried to it: ``aggregate_events``), ``merge_window_partials`` on the driver.
+``partial_windows`` runs ``window_partials`` on the executors (which, for a small batch,
+the driver runs itself over the rows the JVM carried to it: ``aggregate_events``),
+``merge_window_partials`` on the driver.
 
 Per-record code is total (DESIGN.md invariant 8): an unexpected exception in one event
 makes it a bad record with the reason ``internal: <type>``.
@@ -18,34 +19,43 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.event_time import DEFAULT_MAX_AHEAD_NS
 from service.records.limits import MAX_NAME_BYTES
+from service.spark.carried import COLUMNS, Columns, carry_rows
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
 from service.windows.events import BadEvent, parse_event
 from service.windows.watermark import closed, passed
 from topics.event_time import EVENT_TIME
 
 if TYPE_CHECKING:
+    # Only the Python workers build Arrow batches: the driver windows the rows carried to
+    # it from plain lists (``window_partials``), so its process never loads pyarrow.
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 # Row kinds of the partial output.
 WINDOW, SESS, CANDIDATE, LATE, PART, TABLE, BAD, META = "win", "sess", "cand", "late", "part", "tbl", "bad", "meta"
 
-PARTIAL_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("part", pa.int32()), ("off", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
-    ("name", pa.string()), ("n", pa.int64()), ("amount", pa.int64()), ("late_acc", pa.int64()),
-    ("aux", pa.int64()), ("rkey", pa.binary()), ("value", pa.binary()), ("headers", pa.binary()),
-    ("ksize", pa.int64()), ("vsize", pa.int64()), ("carried", pa.bool_()),
-])
 PARTIAL_DDL = ("kind string, part int, off long, start long, end long, name string, n long, amount long, "
                "late_acc long, aux long, rkey binary, value binary, headers binary, ksize long, vsize long, "
                "carried boolean")
+PARTIAL_COLUMNS = tuple(column.split()[0] for column in PARTIAL_DDL.split(", "))
+
+
+@cache
+def partial_schema() -> pa.Schema:
+    """PARTIAL_DDL as Arrow's schema (on the workers, the only ones that import pyarrow)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(),
+             "boolean": pa.bool_()}
+    return pa.schema([(name, types[kind]) for name, kind in (c.split() for c in PARTIAL_DDL.split(", "))])
 DEFAULT_RECORD_BYTES = 1_000_000
 
 
@@ -83,17 +93,29 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
                     table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
                     record_bytes: int = DEFAULT_RECORD_BYTES,
                     max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, partial rows out.
+    """mapInArrow body: ``window_partials`` over the Arrow batches a worker is handed."""
+    import pyarrow as pa
+
+    columns = ({name: batch.column(name).to_pylist() for name in COLUMNS} for batch in batches)
+    out = window_partials(columns, spec, wm_start, table_ns, max_name_bytes, record_bytes, max_ahead_ns)
+    yield pa.RecordBatch.from_pydict(out, schema=partial_schema())
+
+
+def window_partials(columns: Iterable[Columns], spec: WindowSpec, wm_start: int | None,
+                    table_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
+                    record_bytes: int = DEFAULT_RECORD_BYTES,
+                    max_ahead_ns: int = DEFAULT_MAX_AHEAD_NS) -> Columns:
+    """(key, value, partition, offset, ts_us, headers) columns in, partial rows' columns out.
 
     An event whose time runs more than ``max_ahead_ns`` ahead of its record's Kafka
     timestamp is a bad record (``events.ahead_fault``): it reaches the DLQ, and neither its
     partition's clock nor any window sees it."""
-    out: dict[str, list[Any]] = {name: [] for name in PARTIAL_SCHEMA.names}
+    out: Columns = {name: [] for name in PARTIAL_COLUMNS}
     budget = CarryBudget()
     held = CarryBudget(4 * TASK_CARRY_BUDGET)  # session events kept while their sessions are open
 
     def row(kind: str, **cols: Any) -> None:
-        for name in PARTIAL_SCHEMA.names:
+        for name in PARTIAL_COLUMNS:
             out[name].append(kind if name == "kind" else cols.get(name))
 
     def whole(kind: str, key: bytes | None, value: bytes | None, headers: bytes | None, **cols: Any) -> None:
@@ -113,10 +135,8 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
     per_shop: dict[str, list[tuple[int, int, int]]] = {}
     raws: list[tuple[int, int, bytes | None, bytes | None, list[dict[str, Any]] | None]] = []
     total = no_header = 0
-    for batch in batches:
-        cols = {name: batch.column(name).to_pylist() for name in ("key", "value", "partition", "offset", "ts_us",
-                                                                  "headers")}
-        for i in range(batch.num_rows):
+    for cols in columns:
+        for i in range(len(cols["offset"])):
             p, o, value = cols["partition"][i], cols["offset"][i], cols["value"][i]
             headers = cols["headers"][i] or []
             total += 1
@@ -172,7 +192,7 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
     for start, count in table.items():
         row(TABLE, start=start, n=count)
     row(META, n=total, aux=no_header)
-    yield pa.RecordBatch.from_pydict(out, schema=PARTIAL_SCHEMA)
+    return out
 
 
 def _headers_json(headers: list[dict[str, Any]]) -> bytes:
@@ -256,16 +276,19 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
 
     from pyspark.sql import functions as F
 
-    from service.spark.carried import carry_rows
     from service.spark.session import collect_rows, unapplied
 
     fresh = unapplied(df, applied)
-    fn = partial(partial_windows, spec=spec, wm_start=wm_start, table_ns=table_ns, max_name_bytes=max_name_bytes,
-                 record_bytes=record_bytes, max_ahead_ns=max_ahead_ns)
+    settings: dict[str, Any] = {"spec": spec, "wm_start": wm_start, "table_ns": table_ns,
+                                "max_name_bytes": max_name_bytes, "record_bytes": record_bytes,
+                                "max_ahead_ns": max_ahead_ns}
     if planned_offsets is not None and planned_offsets <= DRIVER_BATCH_OFFSETS:
         rows = carry_rows(fresh, DRIVER_ROW_BYTES, DRIVER_TASK_BYTES)  # picks its columns in the JVM
         if rows is not None:
-            return merge_window_partials(r for b in fn([rows]) for r in b.to_pylist())
+            out = window_partials([rows], **settings)
+            return merge_window_partials(dict(zip(out, values, strict=True))
+                                         for values in zip(*out.values(), strict=True))
+    fn = partial(partial_windows, **settings)
     columns = fresh.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"),
                            "headers")
     return merge_window_partials(collect_rows(columns.mapInArrow(fn, PARTIAL_DDL)))

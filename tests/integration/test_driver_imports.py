@@ -1,8 +1,9 @@
-"""The drink-count driver counts a batch, bad orders carried from the JVM included, without
-loading pandas, pyarrow or numpy: pyspark's numpy converters would import all three at the
-JVM's first call (``service.spark.session._OnlyOfNumpyValues``), and the gate's carried
-rows are counted from plain lists (``service.drink_count.aggregate.count_rows``). The three
-cost a daemon's driver about 115 MiB and its start about half a second."""
+"""The drivers count a batch of orders and window a batch of events, bad records carried
+from the JVM included, without loading pandas, pyarrow or numpy: pyspark's numpy converters
+would import all three at the JVM's first call (``service.spark.session._OnlyOfNumpyValues``),
+and the rows the JVM carries are read as plain lists (``service.drink_count.aggregate.count_rows``,
+``service.windows.aggregate.window_partials``). The three cost a daemon's driver about 115
+MiB and its start about half a second."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ df = spark.sql(" UNION ALL ".join(
     for key, value, p, o in rows))
 agg = aggregate_batch(df, {})
 print(agg.deltas, [(b.partition, b.offset, b.reason) for b in agg.bad], agg.next_offsets)
+
+from service.windows.aggregate import aggregate_events
+from service.windows.assign import WindowSpec
+
+MIN = 60 * 10**9
+events = [('{"shop_id":"s1","drink":"latte","amount":3.5}', 3), ('{"shop_id":"s1"}', 4)]
+df = spark.sql(" UNION ALL ".join(
+    f"SELECT CAST('s1' AS BINARY) AS key, CAST('{value}' AS BINARY) AS value, 0 AS partition, "
+    f"CAST({o} AS BIGINT) AS offset, TIMESTAMP '2026-01-01 00:00:30' AS timestamp, "
+    "CAST(array() AS array<struct<key:string,value:binary>>) AS headers" for value, o in events))
+win = aggregate_events(df, {}, WindowSpec.tumbling(MIN), None, MIN, planned_offsets=len(events))
+print(win.total, [(b.offset, b.reason) for b in win.bad])
 print(sorted(m for m in ("numpy", "pandas", "pyarrow") if m in sys.modules))
 spark.stop()
 """
@@ -34,6 +47,7 @@ spark.stop()
 def test_the_driver_counts_without_pandas_pyarrow_or_numpy() -> None:
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    counted, loaded = proc.stdout.strip().splitlines()[-2:]
+    counted, windowed, loaded = proc.stdout.strip().splitlines()[-3:]
     assert counted == "{'latte': 2} [(1, 7, 'not JSON')] {0: 6, 1: 8}", proc.stdout
+    assert windowed == "2 [(4, 'drink is missing or not a non-empty string')]", proc.stdout
     assert loaded == "[]", proc.stdout
