@@ -19,8 +19,8 @@ GATE_JAR := $(JARS)/spark/brewstream-order-gate.jar
 
 install: $(VENV)/.installed $(JARS)/broker/.installed $(JARS)/spark/.installed $(GATE_JAR)
 	@# Compiled modules, as a wheel's install leaves them, also where Python writes none
-	@# itself (PYTHONDONTWRITEBYTECODE): 0.1 s of every command's start. Only what changed
-	@# since is compiled again; Python ignores a stale one.
+	@# itself (PYTHONDONTWRITEBYTECODE), so that no command compiles them as it starts.
+	@# Only what changed since is compiled again; Python ignores a stale one.
 	@$(VENV)/bin/python -m compileall -q service restorer topics sandbox > /dev/null
 
 $(VENV)/.installed: pyproject.toml

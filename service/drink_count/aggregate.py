@@ -21,18 +21,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget, carry, internal_reason
 from service.records.limits import MAX_NAME_BYTES
 from service.records.orders import BadOrder, count_drinks, count_plain
 from service.spark.blob import BlobReader, handed_over
+from service.spark.ddl import arrow_schema, ddl_columns
 
 if TYPE_CHECKING:
     # Only the Python workers build Arrow batches: the driver counts the gate's carried rows
-    # from plain lists (``count_rows``), so a daemon's driver never loads pyarrow and numpy
-    # (about 70 MiB and 0.15 s of every start).
+    # from plain lists (``count_rows``), so a daemon's driver never loads pyarrow and numpy,
+    # whose memory and import time it would pay for nothing.
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -44,16 +45,7 @@ DRINK, ORDERS, OFFSET, BAD, REF, LARGE = "drink", "orders", "offset", "bad", "re
 # bad value's size; name a drink or a bad order's reason; ksize a bad record's key size.
 PARTIAL_DDL = ("kind string, name string, n long, partition int, offset long, "
                "key binary, value binary, ksize long")
-PARTIAL_COLUMNS = tuple(column.split()[0] for column in PARTIAL_DDL.split(", "))
-
-
-@cache
-def partial_schema() -> pa.Schema:
-    """PARTIAL_DDL as Arrow's schema (on the workers, the only ones that import pyarrow)."""
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "binary": pa.binary()}
-    return pa.schema([(name, types[kind]) for name, kind in (c.split() for c in PARTIAL_DDL.split(", "))])
+PARTIAL_COLUMNS = ddl_columns(PARTIAL_DDL)
 DEFAULT_DLQ_RECORD_BYTES = 1_000_000
 
 
@@ -72,7 +64,7 @@ class BatchAggregate:
 
 @dataclass(frozen=True)
 class OrderRows:
-    """(key, value, partition, offset) rows as Python lists, as ``partial_counts`` reads them;
+    """(key, value, partition, offset) rows as Python lists, as a ``Tally`` reads them;
     ``marks``: the rows a first pass left for later (their key and value did not travel).
     ``key_at`` reads one row's key: only a bad record needs its key, so an Arrow batch's keys
     are never all converted."""
@@ -162,7 +154,8 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
         if batch.num_rows:
             tally.add(OrderRows.of_arrow(batch))
     rows = tally.rows()
-    yield pa.RecordBatch.from_pydict({c: [row[c] for row in rows] for c in PARTIAL_COLUMNS}, schema=partial_schema())
+    columns = {c: [row[c] for row in rows] for c in PARTIAL_COLUMNS}
+    yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema(PARTIAL_DDL))
 
 
 def count_rows(rows: OrderRows, max_name_bytes: int = MAX_NAME_BYTES,

@@ -193,9 +193,9 @@ class _OnlyOfNumpyValues:
 
     pyspark's own converters ask, of every argument of every py4j call, whether numpy is
     installed, by importing ``pyspark.testing.utils``; that module imports pandas, and
-    pandas imports pyarrow and numpy: 128 MiB of the driver and half a second of every
-    start, at the JVM's first call. A value can only be a numpy one once numpy is loaded,
-    so the question is asked of nothing else."""
+    pandas imports pyarrow and numpy, into every driver at the JVM's first call, inside the
+    start (docs/operating/memory.md has what they cost). A value can only be a numpy one
+    once numpy is loaded, so the question is asked of nothing else."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

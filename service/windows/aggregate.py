@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,6 +27,7 @@ from service.records.badrecords import TASK_CARRY_BUDGET, BadRecord, CarryBudget
 from service.records.event_time import DEFAULT_MAX_AHEAD_NS
 from service.records.limits import MAX_NAME_BYTES
 from service.spark.carried import COLUMNS, Columns, carry_rows
+from service.spark.ddl import arrow_schema, ddl_columns
 from service.windows.assign import SESSION, Session, WindowSpec, assign, merge_sessions, sessionize
 from service.windows.events import BadEvent, parse_event
 from service.windows.watermark import closed, passed
@@ -45,17 +45,7 @@ WINDOW, SESS, CANDIDATE, LATE, PART, TABLE, BAD, META = "win", "sess", "cand", "
 PARTIAL_DDL = ("kind string, part int, off long, start long, end long, name string, n long, amount long, "
                "late_acc long, aux long, rkey binary, value binary, headers binary, ksize long, vsize long, "
                "carried boolean")
-PARTIAL_COLUMNS = tuple(column.split()[0] for column in PARTIAL_DDL.split(", "))
-
-
-@cache
-def partial_schema() -> pa.Schema:
-    """PARTIAL_DDL as Arrow's schema (on the workers, the only ones that import pyarrow)."""
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(),
-             "boolean": pa.bool_()}
-    return pa.schema([(name, types[kind]) for name, kind in (c.split() for c in PARTIAL_DDL.split(", "))])
+PARTIAL_COLUMNS = ddl_columns(PARTIAL_DDL)
 DEFAULT_RECORD_BYTES = 1_000_000
 
 
@@ -98,7 +88,7 @@ def partial_windows(batches: Iterable[pa.RecordBatch], spec: WindowSpec, wm_star
 
     columns = ({name: batch.column(name).to_pylist() for name in COLUMNS} for batch in batches)
     out = window_partials(columns, spec, wm_start, table_ns, max_name_bytes, record_bytes, max_ahead_ns)
-    yield pa.RecordBatch.from_pydict(out, schema=partial_schema())
+    yield pa.RecordBatch.from_pydict(out, schema=arrow_schema(PARTIAL_DDL))
 
 
 def window_partials(columns: Iterable[Columns], spec: WindowSpec, wm_start: int | None,

@@ -2,8 +2,7 @@
 from the JVM included, without loading pandas, pyarrow or numpy: pyspark's numpy converters
 would import all three at the JVM's first call (``service.spark.session._OnlyOfNumpyValues``),
 and the rows the JVM carries are read as plain lists (``service.drink_count.aggregate.count_rows``,
-``service.windows.aggregate.window_partials``). The three cost a daemon's driver about 115
-MiB and its start about half a second."""
+``service.windows.aggregate.window_partials``)."""
 
 from __future__ import annotations
 
