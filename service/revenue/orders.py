@@ -20,26 +20,25 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
-import pyarrow as pa
 
 from service.records.badrecords import BadRecord, CarryBudget, carry, internal_reason
 from service.records.event_time import BadTime, event_time_ns
 from service.records.limits import MAX_NAME_BYTES, name_fault
 from service.records.orders import BadOrder, count_drinks, count_order
 from service.revenue.join import Order
+from service.spark.ddl import arrow_schema, ddl_columns
 from topics.event_time import EVENT_TIME
 
 if TYPE_CHECKING:
+    # Only the Python workers build Arrow batches (``partial_orders``): the driver reads
+    # their rows as Spark's, so its process never loads pyarrow.
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 ORD, BAD, PART = "ord", "bad", "part"
-SCHEMA = pa.schema([
-    ("kind", pa.string()), ("part", pa.int32()), ("off", pa.int64()), ("t", pa.int64()), ("shop", pa.string()),
-    ("items", pa.binary()), ("rkey", pa.binary()), ("value", pa.binary()), ("ksize", pa.int64()),
-    ("vsize", pa.int64()), ("carried", pa.bool_()),
-])
 DDL = ("kind string, part int, off long, t long, shop string, items binary, rkey binary, value binary, "
        "ksize long, vsize long, carried boolean")
+COLUMNS = ddl_columns(DDL)
 DEFAULT_RECORD_BYTES = 1_000_000
 _items = msgspec.msgpack.Encoder()
 _read_items = msgspec.msgpack.Decoder(list[tuple[str, int]])
@@ -83,12 +82,14 @@ class OrderBatch:
 def partial_orders(batches: Iterable[pa.RecordBatch], max_ahead_ns: int, max_name_bytes: int = MAX_NAME_BYTES,
                    record_bytes: int = DEFAULT_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (key, value, partition, offset, ts_us, headers) in, parsed rows out."""
-    out: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+    import pyarrow as pa
+
+    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
     budget = CarryBudget()
     highest: dict[int, int] = {}
 
     def row(kind: str, **cols: Any) -> None:
-        for name in SCHEMA.names:
+        for name in COLUMNS:
             out[name].append(kind if name == "kind" else cols.get(name))
 
     for batch in batches:
@@ -115,7 +116,7 @@ def partial_orders(batches: Iterable[pa.RecordBatch], max_ahead_ns: int, max_nam
             row(ORD, part=p, off=o, t=order.event_ns, shop=order.shop, items=_items.encode(order.items))
     for p, top in highest.items():
         row(PART, part=p, off=top)
-    yield pa.RecordBatch.from_pydict(out, schema=SCHEMA)
+    yield pa.RecordBatch.from_pydict(out, schema=arrow_schema(DDL))
 
 
 def merge_partials(rows: Iterable[Mapping[str, Any]]) -> OrderBatch:
