@@ -194,15 +194,18 @@ class _OnlyOfNumpyValues:
     pyspark's own converters ask, of every argument of every py4j call, whether numpy is
     installed, by importing ``pyspark.testing.utils``; that module imports pandas, and
     pandas imports pyarrow and numpy, into every driver at the JVM's first call, inside the
-    start (docs/operating/memory.md has what they cost). A value can only be a numpy one
-    once numpy is loaded, so the question is asked of nothing else."""
+    start (docs/operating/memory.md has what they cost). A numpy value is one whose type
+    numpy defines, or derives from one numpy defines, so the question is asked of nothing
+    else. The type tells without touching the numpy module: a thread may be importing it
+    at that moment (a batch planned for the Python workers imports pandas), and a
+    half-imported module has no ``ndarray`` yet."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     def can_convert(self, obj: Any) -> bool:
-        np = sys.modules.get("numpy")
-        return np is not None and isinstance(obj, np.ndarray | np.generic) and bool(self.inner.can_convert(obj))
+        numpy_type = any(cls.__module__.partition(".")[0] == "numpy" for cls in type(obj).__mro__)
+        return numpy_type and bool(self.inner.can_convert(obj))
 
     def convert(self, obj: Any, gateway_client: Any) -> Any:
         return self.inner.convert(obj, gateway_client)
