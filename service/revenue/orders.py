@@ -30,8 +30,9 @@ from service.spark.ddl import arrow_schema, ddl_columns
 from topics.event_time import EVENT_TIME
 
 if TYPE_CHECKING:
-    # Only the Python workers build Arrow batches (``partial_orders``): the driver reads
-    # their rows as Spark's, so its process never loads pyarrow.
+    # Only the Python workers build Arrow batches (``partial_orders``); the driver reads
+    # their rows as Spark's. (pyspark's mapInArrow still loads pyarrow and pandas into the
+    # driver as it plans: docs/operating/memory.md.)
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
