@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from restorer.file_lock import lock_folder
+from service.engine.start_point import batch_ids
 from topics.errors import BrewError
 
 # What Spark writes at the top of a checkpoint location (``state`` only for stateful
@@ -63,6 +64,31 @@ class CheckpointDir:
         if self._fd is not None:
             os.close(self._fd)  # releases the flock
             self._fd = None
+
+
+def forget_unfinished_batches(checkpoint_dir: Path) -> list[int]:
+    """Delete the offset logs of batches Spark planned but never committed (a driver killed
+    mid-batch), so that it plans them again from its last committed batch up to the input's
+    end now, instead of running the planned range on its own first: after a crash, one
+    batch instead of two before the output is current again. Safe because progress lives
+    with the state: the store says what such a batch had applied, and the sink filters
+    those rows out whatever the batch's range (``start_point.PlannedBatch.replay_filter``).
+    Returns the batch ids forgotten."""
+    offsets = checkpoint_dir / "offsets"
+    committed = max(batch_ids(checkpoint_dir / "commits"), default=-1)
+    unfinished = sorted(b for b in batch_ids(offsets) if b > committed)
+    for batch in unfinished:
+        for f in offsets.iterdir():
+            # the log and its hidden companions (``.N.crc``, a temporary ``.N.<id>.tmp``)
+            if f.name == str(batch) or f.name.lstrip(".").split(".")[0] == str(batch):
+                try:
+                    f.unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise BrewError(f"cannot delete {f} from the checkpoint: {exc.strerror}; check its "
+                                    "permissions") from None
+    return unfinished
 
 
 def drop_checkpoint(checkpoint_dir: Path) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
 from restorer.store import Store, StoreGone
-from service.engine.checkpoint_dir import drop_checkpoint
+from service.engine.checkpoint_dir import drop_checkpoint, forget_unfinished_batches
 from service.engine.defaults import BATCH_MAX_DELAY_S, BATCH_MIN_RECORDS
 from service.engine.input_guard import check_input
 from service.engine.outage import query_failed_on_kafka, refusal_causes
@@ -101,6 +101,11 @@ def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir:
     if checkpoint is not None and not start.use_checkpoint:
         log.warning(start.reason)
         drop_checkpoint(checkpoint_dir)
+    elif start.use_checkpoint:
+        forgotten = forget_unfinished_batches(checkpoint_dir)
+        if forgotten:
+            log.info("batch %s was planned but not committed by the last run; planning it again up to the input's "
+                     "end", ", ".join(map(str, forgotten)))
     return start
 
 

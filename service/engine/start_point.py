@@ -6,7 +6,9 @@ skips there must already be counted in the store. A checkpoint ahead of the stor
 (the store and its changelog were lost, or the store is from another run) would skip
 uncounted rows, so it is dropped and the store's offsets are used instead. So is a
 checkpoint Spark could not read (a truncated file after a full disk, a bad copy):
-``checkpoint_problem`` says what is wrong with it before Spark gets to fail on it.
+``checkpoint_problem`` says what is wrong with it before Spark gets to fail on it. A
+batch Spark planned and never committed is planned again, from the last committed one up
+to the input's end (``checkpoint_dir.forget_unfinished_batches``).
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def checkpoint_problem(checkpoint_dir: Path, topic: str) -> str | None:
             return f"its metadata file is missing, beside {' and '.join(logged)}" if logged else None
         if "id" not in json.loads(metadata.read_text()):
             return "its metadata has no query id"
-        offsets = sorted(_batch_ids(checkpoint_dir / "offsets"))
-        commits = sorted(_batch_ids(checkpoint_dir / "commits"))
+        offsets = sorted(batch_ids(checkpoint_dir / "offsets"))
+        commits = sorted(batch_ids(checkpoint_dir / "commits"))
         for batch in offsets[-2:]:
             if _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch)), topic) is None:
                 return f"offsets/{batch} does not name {topic}"
@@ -146,7 +148,7 @@ def _log_text(path: Path) -> str:
 def checkpoint_resume_offsets(checkpoint_dir: Path, topic: str) -> dict[int, int] | None:
     """Offsets Spark resumes ``topic`` from in this checkpoint; None when there is none."""
     offsets_dir = checkpoint_dir / "offsets"
-    commits = _batch_ids(checkpoint_dir / "commits")
+    commits = batch_ids(checkpoint_dir / "commits")
     if commits:
         return _source_offsets((offsets_dir / str(max(commits))).read_text(), topic)
     initial = checkpoint_dir / "sources" / "0" / "0"
@@ -187,7 +189,9 @@ def _holds_files(folder: Path) -> bool:
     return folder.is_dir() and any(f.is_file() for f in folder.rglob("*"))
 
 
-def _batch_ids(folder: Path) -> list[int]:
+def batch_ids(folder: Path) -> list[int]:
+    """The batch ids of a Spark metadata log (``offsets`` or ``commits``); none when the
+    folder is not there."""
     if not folder.is_dir():
         return []
     return [int(f.name) for f in folder.iterdir() if f.name.isdigit()]

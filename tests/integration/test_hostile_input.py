@@ -5,6 +5,7 @@ exact, every bad record reaches the DLQ once."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -254,6 +255,29 @@ def test_a_truncated_checkpoint_is_dropped_with_a_warning(pipe: Pipeline, tmp_pa
     proc = run_cli(pipe, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "checkpoint" in proc.stderr and "damaged" in proc.stderr
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
+
+
+def test_a_batch_planned_but_never_committed_is_planned_again_to_the_inputs_end(pipe: Pipeline,
+                                                                               tmp_path: Path) -> None:
+    """A driver killed after its store commit and before Spark's: Spark would run that
+    batch's range again on its own, then the rest; brewstream has it planned again with
+    everything since, one batch, and the store's offsets keep what it had applied once."""
+    first = make_orders(500, seed=47)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    assert run_cli(pipe, tmp_path, "--max-offsets-per-trigger", "200").returncode == 0
+    commits = tmp_path / "ckpt" / "commits"
+    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    for f in commits.iterdir():
+        if f.name.lstrip(".").split(".")[0] == str(last):
+            f.unlink()  # Spark never recorded the batch the store holds
+    second = make_orders(300, seed=48)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    proc = run_cli(pipe, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"batch {last} was planned but not committed by the last run" in proc.stderr
+    batches = re.findall(r"batch (\d+) \(seq \d+\): orders=(\d+)", proc.stderr)
+    assert batches == [(str(last), "300")], proc.stderr[-3000:]
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
 
 

@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.engine.checkpoint_dir import SPARK_ENTRIES, CheckpointDir, drop_checkpoint, overlap_problem, spark_entry
+from service.engine.checkpoint_dir import (
+    SPARK_ENTRIES,
+    CheckpointDir,
+    drop_checkpoint,
+    forget_unfinished_batches,
+    overlap_problem,
+    spark_entry,
+)
 from topics.errors import BrewError
 
 
@@ -73,3 +80,32 @@ def test_a_checkpoint_dir_that_is_holds_or_lies_in_the_state_dir_is_refused(tmp_
     state.mkdir(parents=True)
     (tmp_path / "alias").symlink_to(state, target_is_directory=True)
     assert "is the state dir" in (overlap_problem(tmp_path / "alias", state) or "")
+
+
+@given(planned=st.sets(st.integers(0, 30)), committed=st.sets(st.integers(0, 30)))
+def test_only_the_batches_planned_past_the_last_commit_are_forgotten(planned: set[int], committed: set[int]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp)
+        (ckpt / "offsets").mkdir()
+        (ckpt / "commits").mkdir()
+        for b in planned:
+            for name in (str(b), f".{b}.crc", f".{b}.0f3a.tmp"):
+                (ckpt / "offsets" / name).write_text("v1\n{}")
+        for b in committed:
+            (ckpt / "commits" / str(b)).write_text("v1\n{}")
+        last = max(committed, default=-1)
+        unfinished = sorted(b for b in planned if b > last)
+        assert forget_unfinished_batches(ckpt) == unfinished
+        kept = {b for b in planned if b <= last}
+        assert {f.name for f in (ckpt / "offsets").iterdir()} == {
+            n for b in kept for n in (str(b), f".{b}.crc", f".{b}.0f3a.tmp")}
+        assert {f.name for f in (ckpt / "commits").iterdir()} == {str(b) for b in committed}
+        assert forget_unfinished_batches(ckpt) == []  # nothing left to forget
+
+
+def test_a_checkpoint_without_logs_forgets_nothing(tmp_path: Path) -> None:
+    assert forget_unfinished_batches(tmp_path / "none") == []
+    assert forget_unfinished_batches(spark_checkpoint(tmp_path / "ckpt")) == []
+    assert (tmp_path / "ckpt" / "offsets" / "0").exists()
