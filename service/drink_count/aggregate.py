@@ -401,6 +401,7 @@ def small_row_bytes(max_bytes: str | None, max_records: str | None) -> int | Non
 
 
 def _partials(rows: DataFrame, fn: Any) -> list[dict[str, Any]]:
+    from service.spark.arrow_map import map_in_arrow
     from service.spark.session import collect_rows
 
-    return list(collect_rows(rows.mapInArrow(fn, PARTIAL_DDL)))
+    return list(collect_rows(map_in_arrow(rows, fn, PARTIAL_DDL)))

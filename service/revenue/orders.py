@@ -31,8 +31,8 @@ from topics.event_time import EVENT_TIME
 
 if TYPE_CHECKING:
     # Only the Python workers build Arrow batches (``partial_orders``); the driver reads
-    # their rows as Spark's. (pyspark's mapInArrow still loads pyarrow and pandas into the
-    # driver as it plans: docs/operating/memory.md.)
+    # them back through pyarrow (``collect_rows``), and plans them without pandas
+    # (``service.spark.arrow_map``).
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
@@ -149,9 +149,10 @@ def parse_orders(df: DataFrame, applied: Mapping[int, int], max_ahead_ns: int, m
 
     from pyspark.sql import functions as F
 
+    from service.spark.arrow_map import map_in_arrow
     from service.spark.session import collect_rows, unapplied
 
     columns = df.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"), "headers")
     fresh = unapplied(columns, applied)
     fn = partial(partial_orders, max_ahead_ns=max_ahead_ns, max_name_bytes=max_name_bytes, record_bytes=record_bytes)
-    return merge_partials(collect_rows(fresh.mapInArrow(fn, DDL)))
+    return merge_partials(collect_rows(map_in_arrow(fresh, fn, DDL)))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox.jars import spark_jars
 from service.spark import jvm_archive
+from service.spark.arrow_map import map_in_arrow
 from service.spark.conf import (
     DEFAULTS,
     DRIVER_CLASS_PATH_KEY,
@@ -463,7 +464,7 @@ def warm_python_workers(spark: SparkSession, module: str) -> None:
         importlib.import_module(module)
         yield from batches
 
-    spark.range(slots, numPartitions=slots).mapInArrow(warm, "id long").collect()
+    map_in_arrow(spark.range(slots, numPartitions=slots), warm, "id long").collect()
 
 
 def unapplied(df: DataFrame, applied: Mapping[int, int]) -> DataFrame:

@@ -266,6 +266,7 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
 
     from pyspark.sql import functions as F
 
+    from service.spark.arrow_map import map_in_arrow
     from service.spark.session import collect_rows, unapplied
 
     fresh = unapplied(df, applied)
@@ -281,4 +282,4 @@ def aggregate_events(df: DataFrame, applied: Mapping[int, int], spec: WindowSpec
     fn = partial(partial_windows, **settings)
     columns = fresh.select("key", "value", "partition", "offset", F.unix_micros("timestamp").alias("ts_us"),
                            "headers")
-    return merge_window_partials(collect_rows(columns.mapInArrow(fn, PARTIAL_DDL)))
+    return merge_window_partials(collect_rows(map_in_arrow(columns, fn, PARTIAL_DDL)))
