@@ -143,9 +143,14 @@ def is_local(key: bytes) -> bool:
     return key.startswith((_POSITION, _LOCAL))
 
 
+def pinned_prefixes() -> tuple[bytes, ...]:
+    """The families whose keys name the changelog partition they belong to (markers)."""
+    return (_COMMIT, _SHAPE, _ROUTE)
+
+
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
-    for prefix in (_COMMIT, _SHAPE, _ROUTE):
+    for prefix in pinned_prefixes():
         if key.startswith(prefix):
             return int(key[len(prefix):])
     return None

@@ -10,7 +10,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from restorer.changelog import ChangelogWriter
-from restorer.codec import CHANGELOG_PARTITIONS, CHANGELOG_TOPIC, CHANGELOG_TOPIC_ID, local_key, position_prefix
+from restorer.codec import (
+    CHANGELOG_PARTITIONS,
+    CHANGELOG_TOPIC,
+    CHANGELOG_TOPIC_ID,
+    changelog_partition_of,
+    local_key,
+    pinned_prefixes,
+    position_prefix,
+)
 from restorer.commit import commit_batch
 from restorer.integrity import plan_start, unapplied
 from restorer.progress import RestoreProgress
@@ -82,6 +90,11 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
                                 on_progress=progress.update, check_value=check_value,
                                 built_partitions=int(built) if built else None)
         forget = [(k, None) for k, _ in store.scan(position_prefix())]
+        # The markers of partitions a smaller changelog will not have: published, they would
+        # go to partitions that do not exist; kept, the store would go on reporting batches
+        # and shapes of a changelog that is gone.
+        forget += [(k, None) for prefix in pinned_prefixes() for k, _ in store.scan(prefix)
+                   if (changelog_partition_of(k) or 0) >= partitions]
         store.commit([*forget, (local_key(CHANGELOG_TOPIC_ID), None), (local_key(CHANGELOG_TOPIC), None),
                       (local_key(CHANGELOG_PARTITIONS), None)])
         _recreate(conn, changelog, partitions, replication_factor, topic_config)
@@ -92,7 +105,8 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
         finally:
             writer.close()
         keys = store.key_count()
-    return f"republished {changelog} with {partitions} partitions: the store's {keys} keys, as batch {done.seq}"
+    return (f"republished {changelog} with {partitions} partitions (replication factor {replication_factor}): "
+            f"the store's {keys} keys, as batch {done.seq}")
 
 
 def _recreate(conn: KafkaConnection, topic: str, partitions: int, replication_factor: int,

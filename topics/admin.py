@@ -35,6 +35,20 @@ def default_replication_factor(conn: KafkaConnection) -> tuple[int, int]:
     return (CLUSTER_REPLICATION_FACTOR if brokers >= CLUSTER_REPLICATION_FACTOR else 1), brokers
 
 
+def kept_settings(conn: KafkaConnection, topics: Topics, name: str) -> tuple[int, dict[str, str]]:
+    """The replication factor and configs a topic of ``topics`` keeps when it is re-created
+    (``republish-changelog``): the existing topic's replication factor and the configs set
+    on it, under the spec's own (a changelog stays compacted); for a topic that is absent,
+    what ``topics create`` would give it. A cluster's changelog is never re-created with one
+    replica because a flag was left out."""
+    spec = topics.spec(name)
+    current = next((d for d in describe_topics(conn, topics) if isinstance(d, TopicDescription) and d.name == name),
+                   None)
+    if current is None:
+        return default_replication_factor(conn)[0], dict(spec.config)
+    return current.replication_factor, {**current.config, **spec.config}
+
+
 def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,
                   topics: Topics = DEFAULT_TOPICS, tasks: int | None = None) -> list[tuple[str, str]]:
     """Create every topic; one that already exists counts as success. The changelogs get

@@ -564,23 +564,26 @@ def restore_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir:
 @state_dir_option(None)
 @click.option("--partitions", type=click.IntRange(min=1), required=True,
               help="Partitions of the new changelog.")
-@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Replicas of each partition of the new changelog.")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Replicas of each partition of the new changelog.  [default: the current changelog's; with "
+                   "none, 3 on a cluster of three or more brokers, else 1]")
 def republish_cmd(conn: KafkaConnection, topic_prefix: str, wing: Wing, state_dir: Path | None,
-                  partitions: int, replication_factor: int) -> None:
+                  partitions: int, replication_factor: int | None) -> None:
     """Move a store to a changelog with another partition count: re-create the changelog and
     publish the whole store to it (restoring the store from the old changelog first if it
     is gone). Stop every instance of the pipeline first: one that announced itself within
     the last 30 s is named, and nothing is deleted."""
     from restorer.restore import republish_changelog
+    from topics.admin import kept_settings
     from topics.catalog import Topics
 
     require_broker(conn)
     topics = Topics(topic_prefix)
-    changelog = topics.spec(wing.changelog_topic(topics))
-    _refuse_while_live(conn, topics.instances, changelog.name)
-    click.echo(republish_changelog(conn, changelog.name, changelog.config, state_dir or wing.default_state_dir,
-                                   partitions, replication_factor, wing.check_value, wing.routing))
+    changelog = wing.changelog_topic(topics)
+    _refuse_while_live(conn, topics.instances, changelog)
+    kept_factor, config = kept_settings(conn, topics, changelog)
+    click.echo(republish_changelog(conn, changelog, config, state_dir or wing.default_state_dir, partitions,
+                                   replication_factor or kept_factor, wing.check_value, wing.routing))
 
 
 # An instance silent for longer counts as gone (its lease lapsed long before, at

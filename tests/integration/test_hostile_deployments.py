@@ -36,6 +36,7 @@ from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.clock import wait_until
 from topics.errors import BrewError
+from topics.kafka import topic_config
 
 pytestmark = pytest.mark.spark
 
@@ -244,6 +245,22 @@ def test_a_changelog_with_more_partitions_is_refused_then_migrated(pipe: Pipelin
     assert available_now(pipe, tmp_path).returncode == 0
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second)
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
+
+    # And back to fewer partitions than it had: every marker of a partition the new changelog
+    # lacks is left out, and the changelog keeps the settings set on it.
+    set_topic_config(pipe.conn, pipe.topics.changelog, segment_ms="3600000")
+    fewer = pipe.brew("republish-changelog", "--state-dir", str(tmp_path / "state"), "--partitions", "2",
+                      timeout=180)
+    assert fewer.returncode == 0, fewer.stderr[-3000:]
+    assert "with 2 partitions (replication factor 1)" in fewer.stdout, fewer.stdout
+    config = topic_config(pipe.conn, pipe.topics.changelog)
+    assert (config["segment.ms"], config["cleanup.policy"]) == ("3600000", "compact")
+    third = make_orders(200, seed=58)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in third))
+    assert available_now(pipe, tmp_path).returncode == 0
+    assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(first + second + third)
+    assert restored_counts(pipe, tmp_path / "restored-2") == oracle(first + second + third)
+    assert {m.partition() for m in read_topic(pipe.conn, pipe.topics.changelog)} == {0, 1}
 
 
 def test_a_state_dir_of_another_pipeline_is_refused(pipe: Pipeline, tmp_path: Path) -> None:
