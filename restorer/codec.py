@@ -7,6 +7,11 @@ bookkeeping value is an 8-byte big-endian unsigned int. An empty value is a tomb
 
 The bookkeeping: the next input offset to apply per input partition, counters (under
 the meta prefix, named by the pipeline), and a commit marker per changelog partition.
+Input offsets are kept per task (``task_offset_key``: in the task's own changelog
+partition, so a task restored on its own knows how far its input has been applied); the
+store-wide ``StoreState.offsets`` is the least of them, and a store or changelog of an
+earlier brewstream, which kept one offset per input partition for the whole store, is
+migrated by its next batch (``spread_offsets``).
 Two families are local to the store and never published: the changelog position per
 changelog partition (how far into the changelog the store has applied), and facts about
 the topics the store was built against (the changelog's topic id, name and partition
@@ -23,12 +28,13 @@ a start (``restorer.catchup``). A store routed by its whole keys writes none, as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 U64_LEN = 8
 RESERVED = b"\xff"
 _OFFSET = RESERVED + b"offset\x00"
+_TASK_OFFSET = RESERVED + b"toffset\x00"
 _META = RESERVED + b"meta\x00"
 _COMMIT = RESERVED + b"commit\x00"
 _POSITION = RESERVED + b"position\x00"
@@ -74,6 +80,39 @@ def as_signed(n: int) -> int:
 
 def offset_key(topic: str, partition: int) -> bytes:
     return _OFFSET + topic.encode() + b"\x00" + str(partition).encode()
+
+
+def task_offset_key(topic: str, partition: int, task: int) -> bytes:
+    """One task's next input offset to apply in ``topic``'s ``partition``; it goes to the
+    task's own changelog partition."""
+    return _TASK_OFFSET + topic.encode() + b"\x00" + str(partition).encode() + b"\x00" + str(task).encode()
+
+
+def task_offset_prefix(topic: str) -> bytes:
+    return _TASK_OFFSET + topic.encode() + b"\x00"
+
+
+def spread_offsets(entries: Iterable[Entry], tasks: Iterable[int], legacy: Collection[bytes] = ()) -> list[Entry]:
+    """A batch's entries with each input offset (``offset_key``) written as every task's
+    own (``task_offset_key``), and the store-wide key it replaces deleted where ``legacy``
+    (the store-wide keys the store still holds: an earlier brewstream's) names it."""
+    tasks = list(tasks)
+    out: list[Entry] = []
+    for key, value in entries:
+        if not key.startswith(_OFFSET):
+            out.append((key, value))
+            continue
+        topic, _, part = key[len(_OFFSET):].rpartition(b"\x00")
+        out += [(task_offset_key(topic.decode(), int(part), t), value) for t in tasks]
+        if key in legacy:
+            out.append((key, None))
+    return out
+
+
+def is_offset_key(key: bytes) -> bool:
+    """A store-wide input offset (``offset_key``), as pipelines write them and earlier
+    brewstreams kept them."""
+    return key.startswith(_OFFSET)
 
 
 def meta_key(name: str) -> bytes:
@@ -131,7 +170,7 @@ def local_prefix() -> bytes:
 
 def published_prefixes() -> tuple[bytes, ...]:
     """The reserved families that travel through the changelog."""
-    return (_OFFSET, _META, _COMMIT, _SHAPE, _ROUTE)
+    return (_OFFSET, _TASK_OFFSET, _META, _COMMIT, _SHAPE, _ROUTE)
 
 
 def is_reserved(key: bytes) -> bool:
@@ -144,13 +183,16 @@ def is_local(key: bytes) -> bool:
 
 
 def pinned_prefixes() -> tuple[bytes, ...]:
-    """The families whose keys name the changelog partition they belong to (markers)."""
-    return (_COMMIT, _SHAPE, _ROUTE)
+    """The families whose keys name the changelog partition they belong to: the markers,
+    and each task's input offsets."""
+    return (_COMMIT, _SHAPE, _ROUTE, _TASK_OFFSET)
 
 
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
-    for prefix in pinned_prefixes():
+    if key.startswith(_TASK_OFFSET):
+        return int(key.rpartition(b"\x00")[2])
+    for prefix in (_COMMIT, _SHAPE, _ROUTE):
         if key.startswith(prefix):
             return int(key[len(prefix):])
     return None
@@ -162,7 +204,11 @@ class StoreState:
     (``names``, for its wing to decode), the bookkeeping decoded."""
 
     names: dict[bytes, bytes] = field(default_factory=dict)
+    # The next input offset per topic and partition: the least any task of the store has
+    # (equal for every task while one instance holds them all), else an earlier
+    # brewstream's store-wide one.
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    task_offsets: dict[int, dict[str, dict[int, int]]] = field(default_factory=dict)  # task -> its own
     meta: dict[str, int] = field(default_factory=dict)
     commits: dict[int, int] = field(default_factory=dict)
     positions: dict[int, int] = field(default_factory=dict)
@@ -179,8 +225,8 @@ class StoreState:
         return dict(self.offsets.get(topic, {}))
 
     def is_empty(self) -> bool:
-        return not (self.names or self.offsets or self.meta or self.commits or self.positions or self.shapes
-                    or self.routes or self.local)
+        return not (self.names or self.offsets or self.task_offsets or self.meta or self.commits or self.positions
+                    or self.shapes or self.routes or self.local)
 
     def offsets_json(self) -> dict[str, dict[str, int]]:
         """The next input offset per partition, as ``brewstream counts --json`` prints them."""
@@ -202,6 +248,10 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
         if key.startswith(_OFFSET):
             topic, _, part = key[len(_OFFSET):].rpartition(b"\x00")
             state.offsets.setdefault(topic.decode(), {})[int(part)] = n
+        elif key.startswith(_TASK_OFFSET):
+            rest, _, task = key[len(_TASK_OFFSET):].rpartition(b"\x00")
+            topic, _, part = rest.rpartition(b"\x00")
+            state.task_offsets.setdefault(int(task), {}).setdefault(topic.decode(), {})[int(part)] = n
         elif key.startswith(_META):
             state.meta[key[len(_META):].decode()] = n
         elif key.startswith(_COMMIT):
@@ -214,4 +264,12 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             state.routes[int(key[len(_ROUTE):])] = n
         else:
             raise ValueError(f"unknown reserved key {key!r}")
+    least: dict[str, dict[int, int]] = {}
+    for per_topic in state.task_offsets.values():
+        for name, parts in per_topic.items():
+            view = least.setdefault(name, {})
+            for p, o in parts.items():
+                view[p] = min(view.get(p, o), o)
+    for name, parts in least.items():
+        state.offsets.setdefault(name, {}).update(parts)
     return state

@@ -17,8 +17,10 @@ from restorer.codec import (
     Entry,
     encode_u64,
     is_local,
+    is_offset_key,
     local_key,
     position_key,
+    spread_offsets,
 )
 from restorer.faults import FaultPlan
 from restorer.integrity import shape_message
@@ -70,7 +72,9 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
                                                   int(built) if built else len(changelog.partitions)))
     recorded = store.local(CHANGELOG_TOPIC_ID)
     seq = store.last_seq() + 1
-    entries = [*entries, *changelog.markers(seq)]
+    # Each input offset as every task's own, in its changelog partition (``codec``).
+    legacy = store.get_u64([k for k, _ in entries if is_offset_key(k)])
+    entries = [*spread_offsets(entries, changelog.partitions, legacy), *changelog.markers(seq)]
     published = entries
     recreated = recorded is not None and recorded.decode() != shape.topic_id
     if recreated:

@@ -14,8 +14,11 @@ from restorer.codec import (
     CHANGELOG_PARTITIONS,
     CHANGELOG_TOPIC,
     CHANGELOG_TOPIC_ID,
+    Entry,
     changelog_partition_of,
+    encode_u64,
     local_key,
+    offset_key,
     pinned_prefixes,
     position_prefix,
 )
@@ -100,8 +103,12 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
         _recreate(conn, changelog, partitions, replication_factor, topic_config)
         writer = ChangelogWriter(conn, changelog, list(range(partitions)), routing=routing)
         writer.start()
+        # Every task of the new count gets the store's input offsets as its own.
+        held = store.read_all().offsets
+        offsets: list[Entry] = [(offset_key(topic, p), encode_u64(o)) for topic, parts in held.items()
+                                for p, o in parts.items()]
         try:
-            done = commit_batch(store, writer, [], republish=True)
+            done = commit_batch(store, writer, offsets, republish=True)
         finally:
             writer.close()
         keys = store.key_count()

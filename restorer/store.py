@@ -31,6 +31,7 @@ from restorer.codec import (
     position_prefix,
     published_prefixes,
     route_prefix,
+    task_offset_prefix,
 )
 from restorer.file_lock import lock_folder
 from topics.errors import BrewError, disk_problem
@@ -124,7 +125,8 @@ class Store:
 
     def next_offsets(self, topic: str) -> dict[int, int]:
         """The next input offset to apply, per partition of ``topic``."""
-        return decode_entries(self.scan(offset_prefix(topic))).next_offsets(topic)
+        found = self.scan(offset_prefix(topic)) + self.scan(task_offset_prefix(topic))
+        return decode_entries(found).next_offsets(topic)
 
     def positions(self) -> dict[int, int]:
         """How far into each changelog partition this store has applied."""

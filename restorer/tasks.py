@@ -11,9 +11,10 @@ fixed when the topics are created (``brewstream topics create --tasks R``); a ch
 another R is refused by the restore (``restorer.codec``'s shape markers), and rebuilt only
 offline by ``brewstream republish-changelog --partitions R``.
 
-A task's bookkeeping is already per changelog partition: its commit marker (the last
-batch committed to it) and the store's position in it. This module groups a store's keys
-and that bookkeeping by task, for ``brewstream counts --json``, ``status`` and the HTTP API.
+A task's bookkeeping is per changelog partition: its commit marker (the last batch
+committed to it), the store's position in it, and its own input offsets (``codec``). This
+module groups a store's keys and that bookkeeping by task, for ``brewstream counts
+--json``, ``status`` and the HTTP API.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ class TaskState:
     names: dict[bytes, bytes] = field(default_factory=dict)  # the pipeline's keys in this task
     seq: int = 0  # the last batch committed to the task's changelog partition (0: none)
     position: int | None = None  # the next changelog offset the store will apply; None: none yet
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)  # its own next input offsets
 
     def labels(self) -> dict[str, object]:
         """The fields every per-task answer carries."""
-        return {"keys": len(self.names), "seq": self.seq, "changelog_position": self.position}
+        return {"keys": len(self.names), "seq": self.seq, "changelog_position": self.position,
+                "offsets": {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(self.offsets.items())}}
 
 
 def split_by_task(state: StoreState, routing: Routing = BY_WHOLE_KEY) -> dict[int, TaskState]:
@@ -82,7 +85,8 @@ def split_by_task(state: StoreState, routing: Routing = BY_WHOLE_KEY) -> dict[in
     names: dict[int, dict[bytes, bytes]] = {t: {} for t in range(tasks)}
     for key, value in state.names.items():
         names[task_of(key, tasks, routing)][key] = value
-    return {t: TaskState(t, names[t], state.commits.get(t, 0), state.positions.get(t)) for t in range(tasks)}
+    return {t: TaskState(t, names[t], state.commits.get(t, 0), state.positions.get(t), state.task_offsets.get(t, {}))
+            for t in range(tasks)}
 
 
 def tasks_json(tasks: Mapping[int, TaskState]) -> dict[str, dict[str, object]]:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from restorer import commit as commit_module
 from restorer.changelog import ChangelogWriter
-from restorer.codec import is_reserved
+from restorer.codec import changelog_partition_of, decode_entries, is_offset_key, is_reserved
 from restorer.faults import FaultPlan
 from restorer.store import StateDir, Store
 from service.drink_count.sink import DrinkCountSink
@@ -74,14 +75,23 @@ def test_the_state_is_split_into_tasks_by_key(kafka: KafkaConnection, spark: Any
     for task, view in got["tasks"].items():
         assert all(murmur2_partition(drink.encode(), 5) == int(task) for drink in view["counts"])
         assert view["keys"] == len(view["counts"]) and view["seq"] >= 1
+        assert view["offsets"] == got["offsets"]  # each task has its own, in its own partition
         merged |= view["counts"]
     assert merged == got["counts"] == oracle(orders)
     changelog = read_topic(pipe.conn, pipe.topics.changelog)
     ends = {p: 0 for p in range(5)}
+    own_offsets: dict[int, dict[bytes, bytes]] = {p: {} for p in range(5)}
     for msg in changelog:
         ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
         if not is_reserved(msg.key()):
             assert msg.partition() == murmur2_partition(msg.key(), 5), msg.key()
+        elif changelog_partition_of(msg.key()) is not None:
+            assert msg.partition() == changelog_partition_of(msg.key()), msg.key()
+            own_offsets[msg.partition()][msg.key()] = msg.value()
+    # A task's partition alone says how far its input was applied.
+    ends_now = {int(p): o for p, o in end_offsets_of(pipe.conn, pipe.topics.orders).items()}
+    for held in own_offsets.values():
+        assert decode_entries(held.items()).offsets == {pipe.topics.orders: ends_now}
 
     status = json.loads(pipe.brew("status", "--state-dir", str(dirs["state"]), "--json", check=True).stdout)
     assert [t["task"] for t in status["tasks"]] == list(range(5))
@@ -161,6 +171,37 @@ def test_changelog_agrees_with_the_store(pipe: Pipeline, spark: Any, dirs: dict[
         latest[msg.key()] = msg.value()
     from_changelog = {k.decode(): int.from_bytes(v, "big") for k, v in latest.items() if not is_reserved(k)}
     assert from_changelog == counts_json(pipe.conn, dirs["state"])["counts"] == oracle(orders)
+
+
+def test_store_wide_offsets_of_an_earlier_brewstream_move_to_the_tasks(
+        pipe: Pipeline, spark: Any, dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store and changelog written as before per-task offsets (one input offset per input
+    partition for the whole store): the next batch moves them to every task, deletes the
+    old keys in both, and nothing is counted twice or lost, restored included."""
+    first = make_orders(600, seed=11)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
+    with monkeypatch.context() as earlier:
+        earlier.setattr(commit_module, "spread_offsets", lambda entries, _tasks, legacy=(): list(entries))
+        assert run_available_now(pipe, spark, dirs, max_offsets_per_trigger=250) == 0
+    before = counts_json(pipe.conn, dirs["state"])
+    assert before["offsets"] and all(t["offsets"] == {} for t in before["tasks"].values())
+
+    second = make_orders(300, seed=12)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
+    assert run_available_now(pipe, spark, dirs) == 0
+    after = counts_json(pipe.conn, dirs["state"])
+    assert after["counts"] == oracle(first + second)
+    assert all(t["offsets"] == after["offsets"] for t in after["tasks"].values()) and after["offsets"]
+    with Store(dirs["state"] / "store", read_only=True) as store:
+        assert not [k for k, _ in store.items() if is_offset_key(k)]
+    latest: dict[bytes, bytes | None] = {}
+    for msg in read_topic(pipe.conn, pipe.topics.changelog, committed_only=True):
+        latest[msg.key()] = msg.value()
+    assert {k: v for k, v in latest.items() if is_offset_key(k)} == dict.fromkeys(
+        (k for k in latest if is_offset_key(k)), None), "each store-wide offset ends in a tombstone"
+    pipe.brew("restore", "--state-dir", str(tmp_path / "restored"), check=True)
+    restored = counts_json(pipe.conn, tmp_path / "restored")
+    assert (restored["counts"], restored["offsets"]) == (after["counts"], after["offsets"])
 
 
 def test_snapshot_on_the_output_topic_matches_the_store(

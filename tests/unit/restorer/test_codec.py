@@ -1,16 +1,22 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from restorer.codec import (
     RESERVED,
+    Entry,
     changelog_partition_of,
     commit_key,
     decode_entries,
     decode_u64,
     encode_u64,
     is_local,
+    is_offset_key,
     meta_key,
     offset_key,
     position_key,
+    spread_offsets,
+    task_offset_key,
 )
 from service.drink_count.counts import PROCESSED_ORDERS, drink_counts, drink_key
 
@@ -62,3 +68,63 @@ def test_only_commit_markers_choose_their_partition_and_positions_stay_local() -
     assert changelog_partition_of(drink_key("latte")) is None
     assert is_local(position_key(0))
     assert not is_local(commit_key(0))
+
+
+TOPICS = st.sampled_from(["brew.orders.v1", "brew.menu.v1", "x"])
+OFFSETS = st.dictionaries(st.tuples(TOPICS, st.integers(0, 40)), st.integers(0, 2**63), max_size=12)
+
+
+def apply(log: list[Entry]) -> dict[bytes, bytes]:
+    """What a compacted changelog (or a store) holds after ``log``: the last value per key."""
+    held: dict[bytes, bytes] = {}
+    for key, value in log:
+        if value is None:
+            held.pop(key, None)
+        else:
+            held[key] = value
+    return held
+
+
+@given(offsets=OFFSETS, tasks=st.integers(1, 8), counts=st.dictionaries(st.text(max_size=5), st.integers(0, 99)))
+def test_each_task_holds_the_batchs_input_offsets_in_its_own_partition(
+        offsets: dict[tuple[str, int], int], tasks: int, counts: dict[str, int]) -> None:
+    batch: list[Entry] = [(drink_key(d), encode_u64(n)) for d, n in counts.items()]
+    batch += [(offset_key(t, p), encode_u64(o)) for (t, p), o in offsets.items()]
+    spread = spread_offsets(batch, range(tasks))
+    expected: dict[str, dict[int, int]] = {t: {} for t, _ in offsets}
+    for (t, p), o in offsets.items():
+        expected[t][p] = o
+    # the pipeline's own entries pass as they were, in order; no store-wide offset is left
+    assert [e for e in spread if not e[0].startswith(RESERVED)] == batch[:len(counts)]
+    assert not any(is_offset_key(k) for k, _ in spread)
+    assert len(spread) == len(counts) + tasks * len(offsets)
+    for task in range(tasks):
+        # the task's changelog partition alone tells its input offsets
+        own = [(k, v) for k, v in spread if changelog_partition_of(k) == task]
+        state = decode_entries((k, v) for k, v in own if v is not None)
+        assert state.task_offsets.get(task, {}) == expected
+        assert state.offsets == expected
+    assert decode_entries((k, v) for k, v in spread if v is not None).offsets == expected
+
+
+@given(earlier=OFFSETS, later=OFFSETS, tasks=st.integers(1, 5))
+def test_an_earlier_brewstreams_store_wide_offsets_are_moved_to_the_tasks(
+        earlier: dict[tuple[str, int], int], later: dict[tuple[str, int], int], tasks: int) -> None:
+    """A store of the earlier layout, then a batch moving some partitions: those move to
+    the tasks (their store-wide keys deleted), the others still read from the old keys."""
+    old: list[Entry] = [(offset_key(t, p), encode_u64(o)) for (t, p), o in earlier.items()]
+    held = apply(old)
+    batch: list[Entry] = [(offset_key(t, p), encode_u64(o)) for (t, p), o in later.items()]
+    after = apply(old + spread_offsets(batch, range(tasks), legacy=set(held)))
+    oracle = {**earlier, **later}
+    view = decode_entries(after.items()).offsets
+    assert {(t, p): o for t, ps in view.items() for p, o in ps.items()} == oracle
+    assert {k for k in after if k in held} == {offset_key(t, p) for t, p in earlier if (t, p) not in later}
+
+
+def test_a_task_offset_key_names_its_task_s_partition() -> None:
+    assert changelog_partition_of(task_offset_key("brew.orders.v1", 7, 2)) == 2
+    assert changelog_partition_of(offset_key("brew.orders.v1", 7)) is None  # left to the partitioner
+    state = decode_entries([(task_offset_key("o", 1, 0), encode_u64(9)), (task_offset_key("o", 1, 1), encode_u64(5))])
+    assert state.offsets == {"o": {1: 5}}  # the least any task has applied
+    assert state.task_offsets == {0: {"o": {1: 9}}, 1: {"o": {1: 5}}}

@@ -94,7 +94,7 @@ def test_a_standby_answers_with_the_owner_s_fresh_answer(pair: tuple[HttpApi, Ht
     doc = json.loads(body)
     assert code == 200 and doc["counts"] == {"latte": 7}  # the owner's, not the copy's 5
     assert (doc["instance"], doc["generation"], doc["role"], doc["forwarded_by"]) == ("brew-a", 2, "active", "brew-b")
-    assert doc["tasks"]["0"] == {"keys": 1, "seq": 3, "changelog_position": 20, "owner": "brew-a",
+    assert doc["tasks"]["0"] == {"keys": 1, "seq": 3, "changelog_position": 20, "offsets": {}, "owner": "brew-a",
                                       "generation": 2, "state": "running"}
     assert "stale" not in doc
     assert json.loads(get(standby, "/api/top?n=1", TOKEN)[1])["top"] == [{"rank": 1, "drink": "latte", "count": 7}]

@@ -85,8 +85,8 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
                            "last_batch": None, "processed_orders": 5, "bad_orders": 0,
                            "counts": {"latte": 4, "mocha": 2},
                            # latte and mocha both hash to task 0 of 2 (murmur2, as Kafka's partitioner)
-                           "tasks": {"0": {"keys": 2, "seq": 3, "changelog_position": 9},
-                                     "1": {"keys": 0, "seq": 0, "changelog_position": None}}}
+                           "tasks": {"0": {"keys": 2, "seq": 3, "changelog_position": 9, "offsets": {}},
+                                     "1": {"keys": 0, "seq": 0, "changelog_position": None, "offsets": {}}}}
             # Once the daemon holds a lease, every answer and every task names who answers.
             api.owner = lambda: Owner("brew-1", 4, ("running", "running"))
             labelled = json.loads(get(api, "/api/counts")[1])
@@ -118,8 +118,8 @@ def test_the_api_answers_from_the_attached_store_only(store: Store) -> None:
             api.owner = lambda: Owner("brew-1", 4, ("standby", "standby"))
             copy = json.loads(get(api, "/api/counts")[1])
             assert (copy["role"], copy["stale"], copy["standby_lag"]) == ("standby", True, 3)
-            assert copy["tasks"]["0"] | {"keys": 2} == {"keys": 2, "seq": 3, "changelog_position": 9, "owner": None,
-                                                        "stale": True, "lag": 3, "state": "standby"}
+            assert copy["tasks"]["0"] | {"keys": 2} == {"keys": 2, "seq": 3, "changelog_position": 9, "offsets": {},
+                                                        "owner": None, "stale": True, "lag": 3, "state": "standby"}
             health.set(STARTING, "starting the query")
             health.set(ACTIVE, query_alive=lambda: False)
             assert get(api, "/api/counts")[0] == 503  # a dead query: /readyz says not ready too
