@@ -38,15 +38,17 @@ def default_replication_factor(conn: KafkaConnection) -> tuple[int, int]:
 def kept_settings(conn: KafkaConnection, topics: Topics, name: str) -> tuple[int, dict[str, str]]:
     """The replication factor and configs a topic of ``topics`` keeps when it is re-created
     (``republish-changelog``): the existing topic's replication factor and the configs set
-    on it, under the spec's own (a changelog stays compacted); for a topic that is absent,
-    what ``topics create`` would give it. A cluster's changelog is never re-created with one
-    replica because a flag was left out."""
+    on it (a cluster's tuned compaction, say) over the spec's, but its cleanup policy, which
+    the spec keeps (a changelog stays compacted); for a topic that is absent, what ``topics
+    create`` would give it. A cluster's changelog is never re-created with one replica
+    because a flag was left out."""
     spec = topics.spec(name)
     current = next((d for d in describe_topics(conn, topics) if isinstance(d, TopicDescription) and d.name == name),
                    None)
     if current is None:
         return default_replication_factor(conn)[0], dict(spec.config)
-    return current.replication_factor, {**current.config, **spec.config}
+    policy = {k: v for k, v in spec.config.items() if k == "cleanup.policy"}
+    return current.replication_factor, {**spec.config, **current.config, **policy}
 
 
 def create_topics(conn: KafkaConnection, partitions: int, replication_factor: int,

@@ -247,8 +247,9 @@ def test_a_changelog_with_more_partitions_is_refused_then_migrated(pipe: Pipelin
     assert restored_counts(pipe, tmp_path / "restored") == oracle(first + second)
 
     # And back to fewer partitions than it had: every marker of a partition the new changelog
-    # lacks is left out, and the changelog keeps the settings set on it.
-    set_topic_config(pipe.conn, pipe.topics.changelog, segment_ms="3600000")
+    # lacks is left out, and the changelog keeps the settings set on it, but a changed
+    # cleanup policy: it stays compacted.
+    set_topic_config(pipe.conn, pipe.topics.changelog, segment_ms="3600000", cleanup_policy="compact,delete")
     fewer = pipe.brew("republish-changelog", "--state-dir", str(tmp_path / "state"), "--partitions", "2",
                       timeout=180)
     assert fewer.returncode == 0, fewer.stderr[-3000:]
