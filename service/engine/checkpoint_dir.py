@@ -77,17 +77,17 @@ def forget_unfinished_batches(checkpoint_dir: Path) -> list[int]:
     offsets = checkpoint_dir / "offsets"
     committed = max(batch_ids(checkpoint_dir / "commits"), default=-1)
     unfinished = sorted(b for b in batch_ids(offsets) if b > committed)
-    for batch in unfinished:
-        for f in offsets.iterdir():
-            # the log and its hidden companions (``.N.crc``, a temporary ``.N.<id>.tmp``)
-            if f.name == str(batch) or f.name.lstrip(".").split(".")[0] == str(batch):
-                try:
-                    f.unlink()
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    raise BrewError(f"cannot delete {f} from the checkpoint: {exc.strerror}; check its "
-                                    "permissions") from None
+    names = {str(b) for b in unfinished}
+    for f in offsets.iterdir() if unfinished else ():
+        # the log and its hidden companions (``.N.crc``, a temporary ``.N.<id>.tmp``)
+        if f.name.lstrip(".").split(".")[0] in names:
+            try:
+                f.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise BrewError(f"cannot delete {f} from the checkpoint: {exc.strerror}; check its "
+                                "permissions") from None
     return unfinished
 
 
