@@ -102,11 +102,17 @@ def spread_offsets(entries: Iterable[Entry], tasks: Iterable[int], legacy: Colle
         if not key.startswith(_OFFSET):
             out.append((key, value))
             continue
-        topic, _, part = key[len(_OFFSET):].rpartition(b"\x00")
-        out += [(task_offset_key(topic.decode(), int(part), t), value) for t in tasks]
+        topic, part = _topic_partition(key[len(_OFFSET):])
+        out += [(task_offset_key(topic, part, t), value) for t in tasks]
         if key in legacy:
             out.append((key, None))
     return out
+
+
+def _topic_partition(rest: bytes) -> tuple[str, int]:
+    """``<topic> 0x00 <partition>``, as input offsets name them (after their prefix)."""
+    topic, _, part = rest.rpartition(b"\x00")
+    return topic.decode(), int(part)
 
 
 def is_offset_key(key: bytes) -> bool:
@@ -246,12 +252,12 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             continue
         n = decode_u64(value)
         if key.startswith(_OFFSET):
-            topic, _, part = key[len(_OFFSET):].rpartition(b"\x00")
-            state.offsets.setdefault(topic.decode(), {})[int(part)] = n
+            topic, part = _topic_partition(key[len(_OFFSET):])
+            state.offsets.setdefault(topic, {})[part] = n
         elif key.startswith(_TASK_OFFSET):
             rest, _, task = key[len(_TASK_OFFSET):].rpartition(b"\x00")
-            topic, _, part = rest.rpartition(b"\x00")
-            state.task_offsets.setdefault(int(task), {}).setdefault(topic.decode(), {})[int(part)] = n
+            topic, part = _topic_partition(rest)
+            state.task_offsets.setdefault(int(task), {}).setdefault(topic, {})[part] = n
         elif key.startswith(_META):
             state.meta[key[len(_META):].decode()] = n
         elif key.startswith(_COMMIT):
