@@ -59,7 +59,7 @@ from bench.storewatch import StoreWatcher
 from bench.systems import ours
 from service.instance.periodic import Every
 from service.instance.signals import Terminated, terminate_by_exception
-from service.spark.jvm_archive import CACHE_ENV
+from service.spark.cache_files import CACHE_ENV
 from topics.clock import WaitTimedOut, wait_until
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, require_broker

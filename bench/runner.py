@@ -31,7 +31,7 @@ from bench.scenarios import (
     windows,
 )
 from bench.systems import kstreams, ours, plain, quix, spark_native
-from service.spark.jvm_archive import CACHE_ENV, cache_dir
+from service.spark.cache_files import CACHE_ENV, cache_dir
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:

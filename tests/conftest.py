@@ -16,7 +16,7 @@ from sandbox import faults
 from sandbox.broker import Sandbox, down, free_port, up
 from sandbox.cluster_layout import KafkaCluster
 from sandbox.kraft import free_port_run
-from service.spark.jvm_archive import CACHE_ENV, cache_dir
+from service.spark.cache_files import CACHE_ENV, cache_dir
 from tests.support.helpers import ClusterUnderTest, Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics

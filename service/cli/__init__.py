@@ -10,6 +10,12 @@ from __future__ import annotations
 
 def main(argv: list[str] | None = None) -> None:
     """The console script: every failure is one line on stderr and a non-zero exit."""
+    import sys
+
+    # First, before the imports below: Spark's JVM starts while they run (the module's doc).
+    from service.spark.head_start import start_ahead
+
+    start_ahead(sys.argv[1:] if argv is None else argv)
     from service.cli.main import main as run
 
     run(argv)

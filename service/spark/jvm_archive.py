@@ -48,11 +48,10 @@ from restorer.file_lock import try_lock
 from sandbox.processes import alive
 from service.instance.signals import Terminated
 from service.spark import driver_jars
+from service.spark.cache_files import archive_whole, cache_dir
 
 log = logging.getLogger("brewstream.jvm")
 
-CACHE_ENV = "BREWSTREAM_JVM_CACHE"
-OFF = "off"
 WRITE_WAIT_S = 180.0  # what a stop waits for its JVM to write the archive
 # The JVM logs each region it writes: "... region (rw ) 0: 65686800 bytes, ... file offset 0x00001000 ...".
 REGION = re.compile(r"region \(\s*\w+\s*\)\s+\d+:\s+(\d+) bytes, .* file offset 0x([0-9a-fA-F]+)")
@@ -116,16 +115,6 @@ def end_jvm(proc: subprocess.Popen[bytes] | None, wait_s: float) -> bool:
         log.debug("left Spark's JVM (pid %s) to exit by itself: %s", proc.pid, type(exc).__name__)
         return False
     return True
-
-
-def cache_dir() -> Path | None:
-    where = os.environ.get(CACHE_ENV, "")
-    if where.strip().lower() == OFF:
-        return None
-    if where:
-        return Path(where)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "brewstream"
 
 
 _SHARING = re.compile(r"-Xshare:\w+|-XX:(SharedArchiveFile|ArchiveClassesAtExit)=.*|-XX:[+-]AutoCreateSharedArchive")
@@ -225,15 +214,10 @@ def _key(jars: list[Path], on_class_path: bool) -> str:
 def _usable(archive: Path, drop: bool) -> bool:
     """A whole archive: its size is the one recorded when it was kept. With ``drop`` (under
     the lock, so that no adoption is half done), one that is not goes."""
-    meta = archive.with_suffix(".json")
-    try:
-        expected = json.loads(meta.read_text())["size"]
-        if archive.stat().st_size == expected:
-            return True
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    if archive_whole(archive):
+        return True
     if drop:
-        for path in (archive, meta):
+        for path in (archive, archive.with_suffix(".json")):
             path.unlink(missing_ok=True)
     return False
 

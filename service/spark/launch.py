@@ -11,7 +11,7 @@ every start, for a command that depends only on what goes in.
 
 So this module does what those scripts do, in this process: the same environment, the
 launcher run once for a given set of inputs, its command kept in the JVM cache folder
-(``jvm_archive.cache_dir``) under a digest of everything the launcher reads (the arguments,
+(``cache_files.cache_dir``) under a digest of everything the launcher reads (the arguments,
 every ``SPARK_*``, ``PYSPARK_*``, ``JAVA_*``, ``HADOOP_*`` and ``YARN_*`` variable,
 spark-defaults.conf, the java binary, Spark's jars), and the driver started from it
 directly. Whenever the scripts would do something this module does not (a
@@ -24,6 +24,7 @@ One thing it does differently: the driver's class path names Spark's jars one by
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -36,8 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from service.spark import driver_jars, jvm_archive
-from service.spark.cache_files import keep_newest
+from service.spark import driver_jars, head_start, jvm_archive
+from service.spark.cache_files import cache_dir, keep_newest
+from service.spark.jvm_output import SPARK_LOG_ENV, log_to
+from topics.clock import WaitTimedOut, wait_until
 
 log = logging.getLogger("brewstream")
 
@@ -46,7 +49,7 @@ SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 # The prefixes of every variable Spark's launcher (or a spark-env.sh it would source) reads.
 _READ_BY_LAUNCHER = ("SPARK_", "PYSPARK_", "JAVA_", "HADOOP_", "YARN_", "_SPARK")
 # pyspark's own, new at every start, and read only by the driver once it runs.
-_PER_START = ("_PYSPARK_DRIVER_CONN_INFO_PATH",)
+_PER_START = (head_start.CONN_INFO_ENV,)
 _KEPT = 64  # commands kept; the oldest beyond that are removed
 _SCALA = re.compile(r"^\s*export SPARK_SCALA_VERSION=([\w.]+)\s*$", re.M)
 
@@ -54,21 +57,53 @@ _SCALA = re.compile(r"^\s*export SPARK_SCALA_VERSION=([\w.]+)\s*$", re.M)
 @contextmanager
 def started_directly() -> Iterator[None]:
     """While pyspark launches its gateway inside this block, its ``spark-submit`` is started
-    as the driver's JVM command itself (see the module's doc)."""
+    as the driver's JVM command itself (see the module's doc), or the JVM started ahead with
+    that command is taken (``service.spark.head_start``)."""
+    import pyspark.core.context as context
     import pyspark.java_gateway as gateway
 
-    popen = gateway.Popen
+    popen, launch = gateway.Popen, context.launch_gateway
+    ahead = False  # the JVM is the one started ahead
 
     def direct(command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        nonlocal ahead
         env = kwargs.get("env")
         java = driver_command(list(command), env) if env is not None else None
-        return popen(command if java is None else java, **kwargs)
+        proc = head_start.adopt(java, env) if java is not None and env is not None else None
+        ahead = proc is not None
+        if proc is None:
+            head_start.discard()
+            proc = popen(command if java is None else java, **kwargs)
+            if java is not None and env is not None:
+                head_start.remember(java, env)
+        if env is not None and head_start.CONN_INFO_ENV in env:
+            _wait_for_gateway(proc, env[head_start.CONN_INFO_ENV])
+        return proc
+
+    def launched(*args: Any, **kwargs: Any) -> Any:
+        started = launch(*args, **kwargs)
+        log_file = os.environ.get(SPARK_LOG_ENV)
+        if ahead and log_file:
+            # Started before this start knew its state dir: told now, before Spark's
+            # context (and its first warnings) starts.
+            log_to(started.jvm, log_file)
+        return started
 
     setattr(gateway, "Popen", direct)  # noqa: B010 - pyspark's module-level name, for this block only
+    setattr(context, "launch_gateway", launched)  # noqa: B010
     try:
         yield
     finally:
         setattr(gateway, "Popen", popen)  # noqa: B010
+        setattr(context, "launch_gateway", launch)  # noqa: B010
+
+
+def _wait_for_gateway(proc: subprocess.Popen[bytes], conn_file: str) -> None:
+    """pyspark looks for its gateway's address every 0.1 s: this looks every 10 ms first, so
+    the session goes on as soon as the JVM serves it. pyspark itself then says if it exited."""
+    with contextlib.suppress(WaitTimedOut):
+        wait_until(lambda: os.path.exists(conn_file), head_start.GATEWAY_WAIT_S, "Spark's gateway", every=0.01,
+                   give_up=lambda: None if proc.poll() is None else "it exited")
 
 
 def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
@@ -90,7 +125,7 @@ def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:
         exported = {"SPARK_HOME": str(home), "PYTHONHASHSEED": "0", "SPARK_ENV_LOADED": "1",
                     "SPARK_CONF_DIR": str(folder), "SPARK_SCALA_VERSION": scala.group(1)}
         full, args = {**env, **exported}, command[1:]
-        cache = jvm_archive.cache_dir()
+        cache = cache_dir()
         kept = None if cache is None else cache / "launch" / f"{_digest(args, full, java, home, folder)}.json"
         copies = None if cache is None else cache / "jars"
         built = _kept(kept, copies) if kept is not None else None

@@ -40,16 +40,16 @@ from service.spark.conf import (
     spark_home_problem,
     their_java_options,
 )
+from service.spark.jvm_output import SPARK_LOG_ENV, forwarded_stderr
 from service.spark.launch import started_directly
 from service.spark.shipped_code import code_zip
 from topics.errors import BrewError
-from topics.kafka_config import hidden_values, redact
+from topics.kafka_config import hidden_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LOG_CONFIG = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
-SPARK_LOG_ENV = "BREWSTREAM_SPARK_LOG"  # where LOG_CONFIG writes Spark's warnings and errors
 METASPACE_OPTION = "-XX:MetaspaceSize=128m"  # see build_session
 # The parallel collector as brewstream runs it (see build_session). Its young generation is
 # sized for a throughput goal: by default 1% of the time in collections, for which it grows
@@ -392,41 +392,23 @@ def _keep_sigint() -> Iterator[None]:
             signal.signal(signal.SIGINT, before)
 
 
-# What the JVM prints on stderr before any of its logging starts, and says nothing a user can
-# act on: Spark's launcher always adds the incubating vector module, and Java announces it.
-_JVM_NOISE = (b"WARNING: Using incubator modules:",)
-
-
 @contextmanager
 def _jvm_stderr_filtered(launching: bool) -> Iterator[None]:
-    """The JVM launched inside this block writes its stderr through a pipe that this process
-    forwards, for the JVM's whole life, to its own stderr: without ``_JVM_NOISE``, and with no
-    value of the --kafka-config file (``topics.kafka_config.redact``). A user sees only
-    brewstream's lines and Spark's one-line warnings."""
+    """The JVM launched inside this block inherits as its stderr a pipe that this process
+    forwards, for the JVM's whole life, to its own (``jvm_output.forwarded_stderr``): a user
+    sees only brewstream's lines and Spark's one-line warnings."""
     if not launching:
         yield
         return
-    read_end, write_end = os.pipe()
+    write_end = forwarded_stderr()
     saved = os.dup(2)
     os.dup2(write_end, 2)  # the JVM inherits this as its stderr
     try:
         yield
     finally:
         os.dup2(saved, 2)
+        os.close(saved)
         os.close(write_end)
-        threading.Thread(target=_forward_stderr, args=(read_end, saved), name="jvm-stderr", daemon=True).start()
-
-
-def _forward_stderr(read_end: int, out: int) -> None:
-    with os.fdopen(read_end, "rb") as lines:
-        for line in lines:
-            if line.startswith(_JVM_NOISE):
-                continue
-            data = redact(line.decode("utf-8", "replace")).encode()
-            try:
-                os.write(out, data)
-            except OSError:
-                return
 
 
 @contextmanager

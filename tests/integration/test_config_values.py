@@ -116,7 +116,8 @@ def test_a_running_daemon_shows_no_value_anywhere(pipe: Pipeline, tmp_path: Path
 def test_spark_log_hides_a_value_any_java_line_carries(spark: Any, tmp_path: Path) -> None:
     """What the Java client logs (a client id, a server, a refused setting) is written by the
     JVM itself: the session's log layout replaces each registered value there too."""
-    from service.spark.session import SPARK_LOG_ENV, _hide_config_values_in_the_jvm_log
+    from service.spark.jvm_output import SPARK_LOG_ENV
+    from service.spark.session import _hide_config_values_in_the_jvm_log
 
     value = "J" + secrets.token_hex(8) + "{%$}"
     hide_values({"java.client.id": value})

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from service.spark.jvm_archive import CACHE_ENV
-from service.spark.session import METASPACE_OPTION, QUICK_JIT_OPTION, SPARK_LOG_ENV
+from service.spark.cache_files import CACHE_ENV
+from service.spark.jvm_output import SPARK_LOG_ENV
+from service.spark.session import METASPACE_OPTION, QUICK_JIT_OPTION
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.spark import jvm_archive
+from service.spark import cache_files, jvm_archive
 from service.spark.jvm_archive import MAGIC, Plan, plan
 
 REGION_LINE = ("[23.6s][info][cds] Shared file region ({name})  {i}: {size} bytes, addr 0x0000000800bc7000 "
@@ -23,7 +23,7 @@ REGION_LINE = ("[23.6s][info][cds] Shared file region ({name})  {i}: {size} byte
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache_files.CACHE_ENV, str(tmp_path))
     yield tmp_path
 
 
@@ -42,7 +42,7 @@ def writing_plan() -> Plan:
 
 
 def test_off_means_nothing_for_the_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(jvm_archive.CACHE_ENV, "off")
+    monkeypatch.setenv(cache_files.CACHE_ENV, "off")
     assert plan([], write=True) == Plan()
 
 
@@ -132,7 +132,7 @@ def test_whole_is_total_on_any_log_and_file(tmp_path: Path, text: str, body: byt
 
 def test_a_cache_path_the_java_options_would_split_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for odd in ("with space", "with:colon", "with'quote"):
-        monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path / odd))
+        monkeypatch.setenv(cache_files.CACHE_ENV, str(tmp_path / odd))
         assert plan([], write=True) == Plan()
 
 

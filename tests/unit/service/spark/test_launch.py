@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.spark.jvm_archive import CACHE_ENV
+from service.spark.cache_files import CACHE_ENV
 from service.spark.launch import SUBMIT_CLASS, driver_command, parse_launcher_output
 
 COMMAND = ["/jdk/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx1g", SUBMIT_CLASS, "--master", "local[2]",
