@@ -95,6 +95,8 @@ RESERVED = ("spark.testing.reservedMemory", str(64 * 1024 * 1024))
 VARIANTS: dict[str, Variant] = {
     "default": Variant(),
     "serialgc": Variant(java=("-XX:+UseSerialGC",)),
+    # The collector a catch-up runs, and a daemon ran before the serial one with a 64 MiB young generation.
+    "parallel": Variant(java=("-XX:+UseParallelGC", "-XX:GCTimeRatio=19")),
     "heap512": Variant(conf=(("spark.driver.memory", "512m"),)),
     # Spark refuses a heap under 1.5 x its reserved 300 MiB (INVALID_DRIVER_MEMORY); below
     # 450m the reservation is cut to 64 MiB (spark.testing.reservedMemory), which only
@@ -106,6 +108,8 @@ VARIANTS: dict[str, Variant] = {
     "heap96": Variant(conf=(("spark.driver.memory", "96m"), RESERVED)),
     "xms32": Variant(java=("-Xms32m",)),  # the JVM's initial heap is 1/64 of the machine's memory otherwise
     # The parallel collector grows its young generation for throughput, to hundreds of MiB.
+    "young128": Variant(java=("-Xmn128m",)),
+    "young96": Variant(java=("-Xmn96m",)),
     "young64": Variant(java=("-Xmn64m",)),
     "young32": Variant(java=("-Xmn32m",)),
     "young16": Variant(java=("-Xmn16m",)),

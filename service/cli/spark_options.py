@@ -27,12 +27,13 @@ def spark_options(fn: F) -> F:
         help="A Spark setting, as with spark-submit; repeatable (spark.executor.memory=2g, "
              "spark.pyspark.python=/opt/py/bin/python, spark.executorEnv.NAME=…). It wins over "
              "spark-defaults.conf in SPARK_CONF_DIR, which wins over brewstream's defaults: "
-             f"{defaults_help()}, parallel GC in spark.driver/executor.defaultJavaOptions, "
+             f"{defaults_help()}, parallel GC in spark.driver/executor.defaultJavaOptions (a daemon's driver on a "
+             "local master: serial GC, -Xmn64m), "
              "spark.driver.host=127.0.0.1 for local and 127.0.0.1 masters, and for local masters "
              "spark.hadoop.fs.file.impl=brewstream.LocalFiles (Hadoop's local files, permissions set without "
              "forking chmod). spark.jars (on a local master the driver's class path) always carries the "
              "Kafka source; yours are added, and so are your defaultJavaOptions (a collector among them replaces "
-             "the parallel one). Executors on a cluster run spark.pyspark.python, else PYSPARK_PYTHON.")(fn)
+             "ours). Executors on a cluster run spark.pyspark.python, else PYSPARK_PYTHON.")(fn)
     return click.option(
         "--master", default=None,
         help="Spark master URL: local[N], spark://host:7077, yarn, k8s://….  [default: spark.master from --conf "

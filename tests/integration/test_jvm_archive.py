@@ -13,7 +13,7 @@ import pytest
 
 from service.spark.cache_files import CACHE_ENV
 from service.spark.jvm_output import SPARK_LOG_ENV
-from service.spark.session import METASPACE_OPTION, QUICK_JIT_OPTION
+from service.spark.session import DAEMON_GC_OPTIONS, METASPACE_OPTION, QUICK_JIT_OPTION
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
@@ -50,6 +50,7 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     # A catch-up keeps the tiered JIT (service.spark.session.QUICK_JIT_OPTION).
     (catch_up,) = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
     assert QUICK_JIT_OPTION not in catch_up, catch_up
+    assert "-XX:+UseParallelGC" in catch_up and "-XX:+UseSerialGC" not in catch_up, catch_up
 
     # 2. The next start maps it: the JVM's memory map names the file. It writes nothing.
     log = tmp_path / "second.log"
@@ -65,6 +66,7 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
         command = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")[:-1]
         assert command in kept
         assert QUICK_JIT_OPTION in command, command  # a daemon compiles with C1 alone
+        assert set(DAEMON_GC_OPTIONS.split()) <= set(command), command  # and collects with the serial collector
         # The command names no state dir, so the one kept serves every state dir; Spark's
         # log is named in the JVM's environment instead.
         assert str(tmp_path / "state") not in Path(f"/proc/{jvm}/cmdline").read_text(errors="replace")
@@ -138,9 +140,11 @@ def test_the_users_own_java_options_are_added_to_ours_and_their_collector_wins(p
     theirs_metaspace, theirs_jit = "-XX:MetaspaceSize=64m", "-XX:TieredStopAtLevel=4"
     options = jvm_options_of_a_daemon(
         pipe, tmp_path,
-        f"spark.driver.defaultJavaOptions=-XX:+UseSerialGC {theirs_metaspace} {theirs_jit} {MARK}",
+        f"spark.driver.defaultJavaOptions=-XX:+UseParallelGC {theirs_metaspace} {theirs_jit} {MARK}",
         {CACHE_ENV: str(cache)})
-    assert "-XX:+UseSerialGC" in options and "-XX:+UseParallelGC" not in options, options
+    # A daemon's own collector and young generation (DAEMON_GC_OPTIONS) give way to theirs.
+    assert "-XX:+UseParallelGC" in options and "-XX:+UseSerialGC" not in options, options
+    assert not [o for o in options if o.startswith("-Xmn")], options
     # Both metaspace thresholds and both JIT levels are given; the JVM takes the later, theirs.
     assert options.index(METASPACE_OPTION) < options.index(theirs_metaspace), options
     assert options.index(QUICK_JIT_OPTION) < options.index(theirs_jit), options
