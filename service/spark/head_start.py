@@ -101,38 +101,50 @@ def shape(argv: Sequence[str]) -> list[str] | None:
 
 
 def start_ahead(argv: Sequence[str]) -> None:
-    """Start the JVM the last start of this command line's shape ran, if one is kept."""
+    """Start the JVM the last start of this command line's shape ran, if one is kept. Never
+    raises: whatever goes wrong (no home folder, a full disk, a damaged file), the start
+    goes on as it would without it."""
     global _ahead, _shape_file, _start_env
-    cache = cache_dir()
-    line = shape(argv)
-    if cache is None or line is None:
+    try:
+        cache = cache_dir()
+        line = shape(argv)
+        if cache is None or line is None:
+            return
+        _start_env = dict(os.environ)
+        digest = hashlib.sha256(json.dumps([os.path.realpath(sys.executable), *line]).encode()).hexdigest()[:24]
+        _shape_file = cache / "ahead" / f"{digest}.json"
+        kept = _read(_shape_file)
+        if kept is not None:
+            _ahead = _start(*kept, _start_env)
+    except (OSError, ValueError, RuntimeError, subprocess.SubprocessError):  # RuntimeError: no home folder
         return
-    _start_env = dict(os.environ)
-    digest = hashlib.sha256(json.dumps([os.path.realpath(sys.executable), *line]).encode()).hexdigest()[:24]
-    _shape_file = cache / "ahead" / f"{digest}.json"
-    kept = _read(_shape_file)
-    if kept is None:
-        return
-    command, added, removed = kept
+    if _ahead is not None:
+        atexit.register(discard)
+
+
+def _start(command: list[str], added: dict[str, str], removed: list[str], start_env: Mapping[str, str]) -> _Ahead:
     conn_dir = tempfile.mkdtemp(prefix="brewstream-ahead-")
-    env = {k: v for k, v in _start_env.items() if k not in removed and k not in _PER_START}
+    env = {k: v for k, v in start_env.items() if k not in removed and k not in _PER_START}
     env.update(added)
     env[CONN_INFO_ENV] = os.path.join(conn_dir, "conn")
-    stderr = forwarded_stderr()
+    try:
+        stderr = forwarded_stderr()
+    except OSError:
+        shutil.rmtree(conn_dir, ignore_errors=True)
+        raise
     # As pyspark starts its JVM: deaf to SIGINT (a Ctrl+C is the daemon's to handle), which
     # an ignored signal stays across exec. Set here rather than in a preexec_fn, which the
     # forwarding thread already running would make unsafe.
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=stderr, env=env)
-    except OSError:
+    except BaseException:
         shutil.rmtree(conn_dir, ignore_errors=True)
-        return
+        raise
     finally:
         signal.signal(signal.SIGINT, sigint)
         os.close(stderr)
-    _ahead = _Ahead(proc, list(command), env, conn_dir)
-    atexit.register(discard)
+    return _Ahead(proc, list(command), env, conn_dir)
 
 
 def adopt(command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
@@ -148,16 +160,28 @@ def adopt(command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[by
         ahead.stop()
         return None
     try:
-        wait_until(lambda: os.path.exists(ahead.conn_file), GATEWAY_WAIT_S, "the JVM started ahead", every=0.01,
-                   give_up=lambda: None if ahead.proc.poll() is None else "it exited")
+        if not gateway_served(ahead.proc, ahead.conn_file):
+            raise OSError("it exited before it served its gateway")
         shutil.move(ahead.conn_file, env[CONN_INFO_ENV])
-    except (WaitTimedOut, OSError) as exc:
+    except OSError as exc:
         log.debug("the JVM started ahead is not used: %s", exc)
         ahead.stop()
         return None
     shutil.rmtree(ahead.conn_dir, ignore_errors=True)
     log.debug("Spark's JVM was started ahead (pid %s)", ahead.proc.pid)
     return ahead.proc
+
+
+def gateway_served(proc: subprocess.Popen[bytes], conn_file: str) -> bool:
+    """Wait until a JVM has written its gateway's address to ``conn_file`` (True), looking
+    every 10 ms where pyspark looks every 0.1 s; False once it has exited, or after
+    ``GATEWAY_WAIT_S``."""
+    try:
+        wait_until(lambda: os.path.exists(conn_file), GATEWAY_WAIT_S, "Spark's gateway", every=0.01,
+                   give_up=lambda: None if proc.poll() is None else "it exited")
+    except WaitTimedOut:
+        return False
+    return True
 
 
 def remember(command: Sequence[str], env: Mapping[str, str]) -> None:

@@ -24,7 +24,6 @@ One thing it does differently: the driver's class path names Spark's jars one by
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -40,7 +39,6 @@ from typing import Any
 from service.spark import driver_jars, head_start, jvm_archive
 from service.spark.cache_files import cache_dir, keep_newest
 from service.spark.jvm_output import SPARK_LOG_ENV, log_to
-from topics.clock import WaitTimedOut, wait_until
 
 log = logging.getLogger("brewstream")
 
@@ -77,7 +75,8 @@ def started_directly() -> Iterator[None]:
             if java is not None and env is not None:
                 head_start.remember(java, env)
         if env is not None and head_start.CONN_INFO_ENV in env:
-            _wait_for_gateway(proc, env[head_start.CONN_INFO_ENV])
+            # Goes on as soon as the JVM serves; pyspark itself then says if it exited.
+            head_start.gateway_served(proc, env[head_start.CONN_INFO_ENV])
         return proc
 
     def launched(*args: Any, **kwargs: Any) -> Any:
@@ -96,14 +95,6 @@ def started_directly() -> Iterator[None]:
     finally:
         setattr(gateway, "Popen", popen)  # noqa: B010
         setattr(context, "launch_gateway", launch)  # noqa: B010
-
-
-def _wait_for_gateway(proc: subprocess.Popen[bytes], conn_file: str) -> None:
-    """pyspark looks for its gateway's address every 0.1 s: this looks every 10 ms first, so
-    the session goes on as soon as the JVM serves it. pyspark itself then says if it exited."""
-    with contextlib.suppress(WaitTimedOut):
-        wait_until(lambda: os.path.exists(conn_file), head_start.GATEWAY_WAIT_S, "Spark's gateway", every=0.01,
-                   give_up=lambda: None if proc.poll() is None else "it exited")
 
 
 def driver_command(command: list[str], env: dict[str, str]) -> list[str] | None:

@@ -4,9 +4,11 @@ hand-over to pyspark, with a stand-in process that speaks the gateway's one file
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +167,29 @@ def test_a_start_that_never_asks_for_its_jvm_stops_it(cache: Path, tmp_path: Pat
     head_start.discard()
     assert ahead.proc.poll() is not None
     assert not Path(ahead.conn_dir).exists()
+
+
+@pytest.mark.parametrize("trouble", ["a NUL in the command", "a NUL in a variable", "no room for its folder",
+                                     "no home folder"])
+def test_a_start_ahead_that_cannot_start_leaves_the_start_as_it_was(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trouble: str) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    head_start.start_ahead(["run"])
+    command = [*COMMAND, "\0"] if trouble == "a NUL in the command" else COMMAND
+    head_start.remember(command, pyspark_env(tmp_path, **({"SPARK_X": "a\0b"} if "variable" in trouble else {})))
+    head_start._shape_file = head_start._start_env = None
+    if trouble == "no room for its folder":
+        def full(*_: object, **__: object) -> str:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(tempfile, "mkdtemp", full)
+    if trouble == "no home folder":
+        monkeypatch.delenv(CACHE_ENV)
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        def homeless() -> Path:
+            raise RuntimeError("Could not determine home directory.")
+        monkeypatch.setattr(Path, "home", staticmethod(homeless))
+    head_start.start_ahead(["run"])  # no exception
+    assert head_start._ahead is None
+    assert not list(temp.iterdir())
