@@ -69,7 +69,14 @@ def test_a_killed_node_leaves_a_cluster_that_commits_transactions_then_rejoins(
     _commit(c, tid, topic, [b"after-0", b"after-1", b"after-2"])
     print(f"\ntransaction committed {time.monotonic() - began:.1f} s after SIGKILL of coordinator node-{coordinator}")
     assert roles.transaction_coordinator(c.layout.bootstrap, tid) != coordinator
-    values = sorted(m.value() for m in read_topic(c.conn, topic))
+
+    # A partition's new leader serves up to its own high watermark, which can lag the
+    # records just committed until its followers fetch again: read until all five show.
+    def committed() -> list[bytes] | None:
+        values = sorted(m.value() for m in read_topic(c.conn, topic))
+        return values if len(values) >= 5 else None
+
+    values = wait_until(committed, 30, f"the five committed records of {topic} to be readable")
     assert values == [b"after-0", b"after-1", b"after-2", b"before-0", b"before-1"]
 
     assert "back in the cluster" in nodes.start(c.cluster, coordinator)
