@@ -50,3 +50,16 @@ def archive_whole(archive: Path) -> bool:
         return archive.stat().st_size == json.loads(archive.with_suffix(".json").read_text())["size"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
+
+
+def keep_text(path: Path, text: str, kept: int, mode: int = 0o666) -> None:
+    """Write ``path`` whole (a temporary file of this process renamed over it, created with
+    ``mode`` less the umask), then remove all but the ``kept`` files of its folder with its
+    suffix modified last (``keep_newest``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f".{os.getpid()}.part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    part.replace(path)
+    keep_newest(path.parent.glob(f"*{path.suffix}"), kept)

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.spark.cache_files import archive_whole, cache_dir, keep_newest
+from service.spark.cache_files import archive_whole, cache_dir, keep_text
 from service.spark.jvm_output import SPARK_LOG_ENV, forwarded_stderr
 from topics.clock import WaitTimedOut, wait_until
 
@@ -193,14 +193,9 @@ def remember(command: Sequence[str], env: Mapping[str, str]) -> None:
     added = {k: v for k, v in env.items() if k not in _PER_START and _start_env.get(k) != v}
     removed = sorted(k for k in _start_env if k not in env and k not in _PER_START)
     try:
-        _shape_file.parent.mkdir(parents=True, exist_ok=True)
-        part = _shape_file.with_suffix(f".{os.getpid()}.part")
         # Only its user reads it: it names the environment Spark's JVM runs in.
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump({"command": list(command), "added": added, "removed": removed}, out)
-        part.replace(_shape_file)
-        keep_newest(_shape_file.parent.glob("*.json"), _KEPT)
+        keep_text(_shape_file, json.dumps({"command": list(command), "added": added, "removed": removed}), _KEPT,
+                  mode=0o600)
     except OSError:
         log.debug("keeping the JVM's command for a start ahead failed", exc_info=True)
 

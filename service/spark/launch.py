@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from service.spark import driver_jars, head_start, jvm_archive
-from service.spark.cache_files import cache_dir, keep_newest
+from service.spark.cache_files import cache_dir, keep_text
 from service.spark.jvm_output import SPARK_LOG_ENV, log_to
 
 log = logging.getLogger("brewstream")
@@ -196,10 +196,6 @@ def parse_launcher_output(out: bytes) -> list[str] | None:
 def _keep(path: Path, command: list[str]) -> None:
     """Written whole (a temporary file renamed), the oldest beyond ``_KEPT`` removed."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_suffix(f".{os.getpid()}.part")
-        part.write_text(json.dumps(command))
-        part.replace(path)
-        keep_newest(path.parent.glob("*.json"), _KEPT)
+        keep_text(path, json.dumps(command), _KEPT)
     except OSError:
         log.debug("keeping Spark's JVM command failed", exc_info=True)
