@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from sandbox import cluster as kafka_cluster_sandbox
 from sandbox import faults
@@ -21,6 +22,12 @@ from tests.support.helpers import ClusterUnderTest, Pipeline, brew
 from topics.admin import create_topics
 from topics.catalog import Topics
 from topics.kafka import KafkaConnection
+
+# The properties hold or fail whatever the machine's speed: a slow CI machine, or a first
+# run with cold imports, must not fail a test on the time its examples took to make or run
+# (a generated blob's nested lists once tripped hypothesis' too_slow check that way).
+settings.register_profile("brewstream", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("brewstream")
 
 
 @pytest.fixture(scope="session")
