@@ -11,7 +11,7 @@ The polls share the benchmark's process with a feed of 5,000 orders a second. Wh
 poll opened the store read-only and decoded all of it, a poll took 10 ms at the median
 and 53 ms at p99, and a sample came 17 ms (median) and 64 ms (p99) after the daemon had
 logged the batch's commit; the follower's poll takes 1.7 ms and 13 ms, and its samples
-come 14 and 30 ms after the line (docs/benchmarks.md, "Why three goals are missed").
+come 14 and 30 ms after the line (docs/performance-notes.md, "Start-up and latency").
 A store deleted or replaced under the follower (a restore) is followed again from its new
 files.
 """

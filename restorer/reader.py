@@ -211,7 +211,7 @@ def _reader(conn: KafkaConnection) -> Consumer:
         # librdkafka stops fetching a partition for this long whenever its local queue is
         # full; the 1 s default leaves a restore idle most of the time. With the short
         # backoff, librdkafka's own queue size (queued.min.messages, 100,000) reads faster
-        # than a larger one and holds less (see docs/benchmarks.md, restore).
+        # than a larger one and holds less (see docs/performance-notes.md, restore).
         "fetch.queue.backoff.ms": 10,
     })
 

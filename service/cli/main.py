@@ -975,9 +975,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
     terminate_by_exception()
     # What is alive at exit is never collected but traversed by the interpreter's last
-    # collections: after a run, pyspark's, pyarrow's and pandas' objects, 0.15 s of every
-    # daemon's exit (0.27-0.29 s from the last atexit handler to the process's end, 0.11-0.14
-    # s frozen). Everything brewstream holds is closed by then; the process's end frees it.
+    # collections: after a run, pyspark's, pyarrow's and pandas' objects, a noticeable part
+    # of every daemon's exit (docs/performance-notes.md). Everything brewstream holds is
+    # closed by then; the process's end frees it.
     atexit.register(gc.freeze)
     try:
         code = cli.main(args=argv, prog_name="brewstream", standalone_mode=False)

@@ -217,7 +217,7 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     First the JVM counts the orders the order gate proves clean (``OrderGate``, in
     service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
     which are nearly all of them, without sending a row to Python, where decoding took
-    about two fifths of a warm batch's CPU (docs/benchmarks.md). The rows it did not prove
+    about two fifths of a warm batch's CPU (docs/performance-notes.md). The rows it did not prove
     clean are counted by a ``Tally``: here on the driver, from what the JVM carried,
     or, when a task had more than it may carry (``carry``), by the Python workers
     (``_count_in_python``)."""
@@ -340,7 +340,7 @@ def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int
     ``maxRecordsPerBatch`` rows and, because a record can be as big as Kafka allows,
     at ``maxBytesPerBatch`` bytes (brewstream's default: 32 MiB). The byte bound costs:
     Spark measures the Arrow batch after every row, about a quarter of the JVM's CPU for
-    small orders (docs/benchmarks.md). So the first pass sends whole only the rows whose key
+    small orders (docs/performance-notes.md). So the first pass sends whole only the rows whose key
     and value fit ``maxBytesPerBatch / maxRecordsPerBatch`` bytes (3,355 by default),
     which keeps every batch within the bound without measuring it, and marks the others
     ``large``; only when there are any, a second pass counts exactly those, measured.

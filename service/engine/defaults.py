@@ -10,7 +10,7 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 # engine.query.start_query). So an order waits only for the batch in flight, not for the
 # next interval, while a trickle still makes at most four batches a second, each a Spark
 # job and a changelog transaction, as a 250 ms interval did (what each costs:
-# docs/benchmarks.md, "Start fast, stay small"). Under a backlog batches run back to back
+# docs/performance-notes.md, "Start-up and latency"). Under a backlog batches run back to back
 # whatever the interval.
 DEFAULT_TRIGGER_S = 0.0
 BATCH_MIN_RECORDS = 100

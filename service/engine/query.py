@@ -131,7 +131,7 @@ SOURCE_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "20",
     # Spark's consumer asks the broker for the partition's offset range on every poll:
     # with Kafka's default of 500 records a poll, a 1M backlog took thousands of blocking
-    # round trips. Bigger polls and fetches (docs/benchmarks.md, "Changes kept, before and after").
+    # round trips. Bigger polls and fetches (docs/performance-notes.md, "Changes kept, before and after").
     "kafka.max.poll.records": "20000",
     "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
     "kafka.receive.buffer.bytes": str(1024 * 1024),

@@ -33,7 +33,7 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
     # Every batch writes two small files to the checkpoint (its offsets, then its commit).
     # Through the FileSystem API they take a fraction of what Hadoop's FileContext API
-    # takes on the local disk the checkpoint is always on, .crc files kept (docs/benchmarks.md,
+    # takes on the local disk the checkpoint is always on, .crc files kept (docs/performance-notes.md,
     # "Where a small batch's time goes outside the batch function"). That manager needs
     # atomic renames, which a local disk has, and a single writer: the active instance.
     "spark.sql.streaming.checkpointFileManagerClass":

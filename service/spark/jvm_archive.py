@@ -3,7 +3,7 @@
 Every start of a daemon loads and verifies Spark's classes in a fresh JVM. The JVM can
 save the classes it loaded into an archive when it exits (``-XX:ArchiveClassesAtExit``,
 Java's dynamic class-data sharing) and map that archive at the next start
-(``-XX:SharedArchiveFile``): about 3 s off the start-up on two cores (docs/benchmarks.md).
+(``-XX:SharedArchiveFile``), which skips most of the loading (docs/performance-notes.md).
 
 What is relied on, and where it is checked:
 
@@ -140,7 +140,7 @@ def plan(jars: list[Path], write: bool, class_path: Iterable[Path] = (), on_clas
         if (blocker := next((p for p in class_path if _holds_files(p)), None)) is not None:
             # Java's class sharing takes no class path with a folder that holds files: the
             # JVM neither maps an archive then nor writes one, and an attempt to write costs
-            # every stop about a second and 2-3 CPU-s (docs/benchmarks.md).
+            # every stop about a second and 2-3 CPU-s (docs/performance-notes.md).
             log.info("no class archive for Spark's JVM: its class path holds the folder %s, which Java's "
                      "class sharing cannot archive (start-up takes a few seconds more)", blocker)
             return Plan()

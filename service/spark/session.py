@@ -59,16 +59,16 @@ PARALLEL_GC_OPTIONS = "-XX:+UseParallelGC -XX:GCTimeRatio=19"
 # A daemon's driver on a local master: the serial collector with a 64 MiB young generation.
 # Little of a daemon's small batches survives a young collection, so its collections are
 # short at any pace it keeps up with, and the serial collector keeps none of the tables
-# the parallel one sizes for the whole heap (about 45 MiB with the default 1g): the process
-# tree peaks about 40 MiB lower at 5,000 orders/s. A catch-up keeps the parallel collector,
+# the parallel one sizes for the whole heap, so the process tree peaks lower (what it saves
+# and costs: docs/operating/memory.md). A catch-up keeps the parallel collector,
 # whose growing young generation is what makes a long batch quick (docs/operating/memory.md).
 DAEMON_GC_OPTIONS = "-XX:+UseSerialGC -Xmn64m"
 # A daemon's driver on a local master compiles with C1 alone. Its batches are small and
 # many, each running a little of a great deal of Spark's code, so C2 keeps compiling
 # through the first minutes, on a thread that takes one of the cores the batches need,
 # and the batches wait. A catch-up (``--available-now``) keeps the tiered JIT: its long
-# batch is one hot loop that C2 runs faster (what each costs: docs/benchmarks.md, "Start
-# fast, stay small"). A user's own -XX:TieredStopAtLevel comes later on the command and wins.
+# batch is one hot loop that C2 runs faster (what each costs: docs/performance-notes.md, "Start-up
+# and latency"). A user's own -XX:TieredStopAtLevel comes later on the command and wins.
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
@@ -123,7 +123,7 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
     logging.getLogger().addFilter(_not_from_py4j)
 
     # The parallel collector: batches here are throughput work with small heaps, and it
-    # ran a 1M-order batch faster than the default G1 (docs/benchmarks.md); a daemon's
+    # ran a 1M-order batch faster than the default G1 (docs/performance-notes.md); a daemon's
     # driver on this machine the serial one (DAEMON_GC_OPTIONS). As the *default*
     # Java options, so that a user's extraJavaOptions add to them; the user's (or the
     # file's) defaultJavaOptions are added after them, and a collector chosen there
@@ -360,9 +360,8 @@ def _shut_gateway(spark: SparkSession) -> None:
     Java 17's exit waits until no Java thread is inside a native call, giving up after
     300 ms (``VM_Exit::wait_for_threads_in_native_to_block``), and py4j's threads sit in
     one for the JVM's whole life: the gateway's ``accept`` and a ``read`` per connection
-    from this process. So every stop waited those 300 ms: the JVM exited 0.37-0.39 s
-    after its stdin closed, against 0.07 s with its gateway shut first (three timed
-    stops each). Never raises: a JVM already gone has nothing left to close."""
+    from this process. So every stop waited those 300 ms, and a JVM whose gateway was
+    shut first exits at once. Never raises: a JVM already gone has nothing left to close."""
     gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
     if gateway is None:
         return
@@ -379,8 +378,7 @@ def _take_accumulator_server(spark: SparkSession) -> Any:
     the thread serving it notices: it serves the JVM's connection in a loop that checks for
     a stop once a second (``select`` with a 1 s timeout, pyspark/accumulators.py). So every
     stop waited up to a second, idle, for a server brewstream never uses (it keeps no
-    accumulators): 0.71 s against 0.09 s in two timed stops, after a 1M-order batch and
-    after none. Its thread is a daemon, so the process still exits at once."""
+    accumulators). Its thread is a daemon, so the process still exits at once."""
     sc = getattr(spark, "_sc", None)
     server = getattr(sc, "_accumulatorServer", None)
     if server is not None:
