@@ -5,6 +5,7 @@ Modules: ``codec`` (the bytes of both), ``store`` (RocksDB and its state dir),
 its fault points, in ``faults``), ``integrity`` (what the changelog must hold for a
 store), ``reader`` (applying a changelog, bounded), ``catchup`` (before every start),
 ``restore`` (the restore and republish commands), ``tasks`` (the state split by key),
+``shuffle`` (a repartition part, and the rule by which a task applies each part once),
 ``progress`` (for people).
 
 The invariants, stated here once; every other place refers to them:
