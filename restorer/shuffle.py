@@ -35,10 +35,11 @@ has applied it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from restorer.tasks import BY_WHOLE_KEY, Routing, task_of
 from topics.errors import BrewError
 
 FORMAT = 1  # the first byte of every part; another is refused
@@ -166,3 +167,41 @@ def cut_share(partition: int, start: int, end: int, entries: Sequence[tuple[byte
         groups[-1].append((key, value))
         size += n
     return [Part(partition, start, end, i, len(groups), tuple(g)) for i, g in enumerate(groups)]
+
+
+def split_batch(shares: Mapping[int, Sequence[tuple[bytes, bytes]]], ranges: Mapping[int, tuple[int, int]],
+                tasks: int, routing: Routing = BY_WHOLE_KEY, max_bytes: int = 512 * 1024) -> dict[int, list[Part]]:
+    """A batch of the input stage as each task's parts: ``shares`` holds, per input
+    partition, the batch's entries (a state key and its delta) read over that partition's
+    ``ranges`` ``[start, end)``. Every task gets a share of every input partition the batch
+    read, an empty one too, so that its cursor follows the input."""
+    missing = set(shares) - set(ranges)
+    if missing:
+        raise ValueError(f"input partitions {sorted(missing)} have entries but no range")
+    out: dict[int, list[Part]] = {t: [] for t in range(tasks)}
+    for partition, (start, end) in sorted(ranges.items()):
+        by_task: dict[int, list[tuple[bytes, bytes]]] = {t: [] for t in range(tasks)}
+        for key, value in shares.get(partition, ()):
+            by_task[task_of(key, tasks, routing)].append((key, value))
+        for t, entries in by_task.items():
+            out[t] += cut_share(partition, start, end, entries, max_bytes)
+    return out
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What a task applies of the parts it read, and its cursors once it has."""
+
+    parts: list[Part]
+    cursors: dict[int, Cursor]
+
+
+def admit_all(cursors: Mapping[int, Cursor], parts: Iterable[Part]) -> Admitted:
+    """The rule (``Cursor.admit``) over parts in the order the task's partition holds them."""
+    now = dict(cursors)
+    applied: list[Part] = []
+    for p in parts:
+        if admit(now.get(p.partition), p) is Verdict.APPLY:
+            applied.append(p)
+            now[p.partition] = (now.get(p.partition) or first_cursor(p)).after(p)
+    return Admitted(applied, now)

@@ -16,12 +16,14 @@ from restorer.shuffle import (
     Cursor,
     Part,
     ShuffleBroken,
-    Verdict,
     admit,
+    admit_all,
     cut_share,
     decode_part,
     encode_part,
+    split_batch,
 )
+from restorer.tasks import task_of
 
 entries_st = st.lists(st.tuples(st.binary(max_size=12), st.binary(max_size=12)), max_size=8)
 
@@ -136,13 +138,13 @@ def test_a_task_applies_every_share_once_through_replays_and_crashes(
     committed_at = 0
     at = 0
     while at < len(log):
-        totals, cursors = Counter(committed[0]), dict(committed[1])
+        totals = Counter(committed[0])
         run = data.draw(st.integers(1, 4))
-        for p in log[at:at + run]:
-            if admit(cursors.get(p.partition), p) is Verdict.APPLY:
-                for key, value in p.entries:
-                    totals[key] += int.from_bytes(value, "big")
-                cursors[p.partition] = (cursors.get(p.partition) or Cursor(p.start)).after(p)
+        admitted = admit_all(committed[1], log[at:at + run])
+        for p in admitted.parts:
+            for key, value in p.entries:
+                totals[key] += int.from_bytes(value, "big")
+        cursors = admitted.cursors
         if data.draw(st.booleans()) and data.draw(st.booleans()):  # killed before its commit
             at = data.draw(st.integers(0, committed_at))
             continue
@@ -179,3 +181,26 @@ def test_a_part_that_cannot_exist_is_refused(bad: dict[str, int]) -> None:
     f = {"partition": 0, "start": 0, "end": 10, "index": 0, "count": 1} | bad
     with pytest.raises(ValueError):
         Part(f["partition"], f["start"], f["end"], f["index"], f["count"])
+
+
+@given(st.dictionaries(st.integers(0, 5), st.lists(st.tuples(st.binary(min_size=1, max_size=6), st.binary(max_size=8)),
+                                                     max_size=10)),
+       st.integers(1, 8), st.integers(1, 64))
+def test_a_batch_splits_into_every_tasks_share_of_every_partition(
+        shares: dict[int, list[tuple[bytes, bytes]]], tasks: int, max_bytes: int) -> None:
+    ranges = {q: (q * 100, q * 100 + 10) for q in shares}
+    out = split_batch(shares, ranges, tasks, max_bytes=max_bytes)
+    assert set(out) == set(range(tasks))
+    for t, parts in out.items():
+        assert {p.partition for p in parts} == set(shares)  # an empty share too
+        for p in parts:
+            assert (p.start, p.end) == ranges[p.partition]
+            assert all(task_of(k, tasks) == t for k, _ in p.entries)
+    for q, entries in shares.items():
+        got = sorted(e for parts in out.values() for p in parts if p.partition == q for e in p.entries)
+        assert got == sorted(entries)
+
+
+def test_entries_without_a_range_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"input partitions \[1\]"):
+        split_batch({1: [(b"a", b"x")]}, {}, 3)
