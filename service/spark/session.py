@@ -70,6 +70,12 @@ DAEMON_GC_OPTIONS = "-XX:+UseSerialGC -Xmn64m"
 # batch is one hot loop that C2 runs faster (what each costs: docs/performance-notes.md, "Start-up
 # and latency"). A user's own -XX:TieredStopAtLevel comes later on the command and wins.
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+# A catch-up's driver (``--available-now``, or any tiered JIT) compiles a method once it has
+# run four times as often as Java's default asks. Spark's start runs a great deal of code a
+# few hundred times each, which the default thresholds compile, C2 too, for a start that
+# never runs it again; the hot loop of a long batch passes any threshold within moments
+# (docs/performance-notes.md, "Changes kept, before and after").
+CATCH_UP_JIT_OPTION = "-XX:CompileThresholdScaling=4"
 JVM_EXIT_WAIT_S = 10.0  # what a stop waits for its stopped session's JVM to exit
 LOCAL_FILES_KEY, LOCAL_FILES_CLASS = "spark.hadoop.fs.file.impl", "brewstream.LocalFiles"
 log = logging.getLogger(__name__)
@@ -147,7 +153,8 @@ def build_session(master: str = "local[*]", app_name: str = "brewstream",
                if launching and not jvm_archive.shares_classes(theirs[DRIVER_JAVA_KEY])
                else jvm_archive.Plan())
     driver_opts = " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", tuning[DRIVER_JAVA_KEY],
-                                       QUICK_JIT_OPTION if quick_jit and local else "", archive.options) if o)
+                                       QUICK_JIT_OPTION if quick_jit and local else CATCH_UP_JIT_OPTION,
+                                       archive.options) if o)
     if launching:
         # Named in the JVM's environment, not its command: the command is then the same for
         # every state dir, and the one kept from the last start serves them all (service.spark.launch).

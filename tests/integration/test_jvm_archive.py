@@ -13,7 +13,7 @@ import pytest
 
 from service.spark.cache_files import CACHE_ENV
 from service.spark.jvm_output import SPARK_LOG_ENV
-from service.spark.session import DAEMON_GC_OPTIONS, METASPACE_OPTION, QUICK_JIT_OPTION
+from service.spark.session import CATCH_UP_JIT_OPTION, DAEMON_GC_OPTIONS, METASPACE_OPTION, QUICK_JIT_OPTION
 from tests.support.drink_count import make_orders
 from tests.support.helpers import Pipeline, brew, counts_json, oracle, order_bytes, produce
 from topics.clock import wait_until
@@ -47,9 +47,10 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
     assert "kept Spark's class archive" in first.stderr, first.stderr[-3000:]
     (archive,) = cache.glob("*.jsa")
     assert not list(cache.glob("*.part"))
-    # A catch-up keeps the tiered JIT (service.spark.session.QUICK_JIT_OPTION).
+    # A catch-up keeps the tiered JIT, with thresholds raised for Spark's start
+    # (service.spark.session.QUICK_JIT_OPTION, CATCH_UP_JIT_OPTION).
     (catch_up,) = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
-    assert QUICK_JIT_OPTION not in catch_up, catch_up
+    assert QUICK_JIT_OPTION not in catch_up and CATCH_UP_JIT_OPTION in catch_up, catch_up
     assert "-XX:+UseParallelGC" in catch_up and "-XX:+UseSerialGC" not in catch_up, catch_up
 
     # 2. The next start maps it: the JVM's memory map names the file. It writes nothing.
@@ -65,7 +66,8 @@ def test_the_archive_is_written_once_mapped_after_and_never_mapped_damaged(pipe:
         kept = [json.loads(p.read_text()) for p in (cache / "launch").glob("*.json")]
         command = Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")[:-1]
         assert command in kept
-        assert QUICK_JIT_OPTION in command, command  # a daemon compiles with C1 alone
+        assert QUICK_JIT_OPTION in command, command  # a daemon compiles with C1 alone, at Java's thresholds
+        assert CATCH_UP_JIT_OPTION not in command, command
         assert set(DAEMON_GC_OPTIONS.split()) <= set(command), command  # and collects with the serial collector
         # The command names no state dir, so the one kept serves every state dir; Spark's
         # log is named in the JVM's environment instead.
