@@ -11,7 +11,7 @@ in the next ``--latency-seconds`` counts. For each one:
   topic, of the first snapshot whose processed-order counter includes the batch that
   committed it.
 
-The default trigger (1s) is always measured; the candidates of ``--triggers`` are probed
+The default trigger (none) is always measured; the candidates of ``--triggers`` are probed
 fastest first for ``--probe-seconds`` each, and the first that keeps up is measured too.
 Keeping up means the store has everything within 1 s + 3 batch cycles (trigger or
 mean batch time, whichever is longer) after the last produce, and the p95 of the last
