@@ -80,7 +80,7 @@ class Part:
             raise ValueError(f"part {self.index} of {self.count} does not exist")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Cursor:
     """How far a task has applied one input partition's shares: all below ``offset``, and
     of the share that starts there, its parts below ``part``."""
