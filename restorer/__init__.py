@@ -6,6 +6,7 @@ its fault points, in ``faults``), ``integrity`` (what the changelog must hold fo
 store), ``reader`` (applying a changelog, bounded), ``catchup`` (before every start),
 ``restore`` (the restore and republish commands), ``tasks`` (the state split by key),
 ``shuffle`` (a repartition part, and the rule by which a task applies each part once),
+``repartition`` (the repartition topic's transaction, reads and purge),
 ``progress`` (for people).
 
 The invariants, stated here once; every other place refers to them:

@@ -76,16 +76,41 @@ def transactional_id(changelog_topic: str) -> str:
     return f"brewstream:{changelog_topic}"
 
 
-class ChangelogWriter:
-    def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
-                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY) -> None:
-        self.topic = topic
-        self.partitions = list(partitions)
-        self.routing = routing
-        self.transactional_id = transactional_id(topic)
+class Delivered:
+    """What one transaction's records came back with: the offset just past each partition's
+    last tracked record, and every failure."""
+
+    def __init__(self) -> None:
+        self.positions: dict[int, int] = {}
+        self.failures: list[KafkaError] = []
+
+    def tracked(self, err: KafkaError | None, msg: Message) -> None:
+        """A delivery report that moves its partition's position."""
+        p, o = msg.partition(), msg.offset()
+        if err is not None:
+            self.failures.append(err)
+        elif p is not None and o is not None and o + 1 > self.positions.get(p, 0):
+            self.positions[p] = o + 1
+
+    def checked(self, err: KafkaError | None, _msg: Message) -> None:
+        """A delivery report only checked for failure."""
+        if err is not None:
+            self.failures.append(err)
+
+
+class TransactionalWriter:
+    """A transactional producer and the one way its transactions end: committed, fenced
+    (``Fenced``: a newer writer registered the same id), given up on the cluster's trouble
+    (``KafkaUnavailable``), or failed (``BrewError``); never half-applied. ``what`` names
+    what it writes, in every message."""
+
+    def __init__(self, conn: KafkaConnection, transactional_id: str, what: str,
+                 max_record_bytes: int = 1_000_000) -> None:
+        self.transactional_id = transactional_id
+        self.what = what
         self._conn = conn
-        self._producer: Producer = conn.producer({
-            "transactional.id": self.transactional_id,
+        self.producer: Producer = conn.producer({
+            "transactional.id": transactional_id,
             "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
             "linger.ms": 5,
             "queue.buffering.max.kbytes": QUEUE_KBYTES,
@@ -94,12 +119,77 @@ class ChangelogWriter:
         })
 
     def start(self) -> None:
-        """Register the transactional.id: fences older instances, aborts their open txn."""
+        """Register the transactional.id: fences older writers, aborts their open txn."""
         try:
-            self._producer.init_transactions(TXN_TIMEOUT_S)
+            self.producer.init_transactions(TXN_TIMEOUT_S)
         except KafkaException as exc:
-            what = f"cannot start changelog transactions as {self.transactional_id}"
-            raise failed(self._conn, what, exc, self._producer) from None
+            what = f"cannot start {self.what} transactions as {self.transactional_id}"
+            raise failed(self._conn, what, exc, self.producer) from None
+
+    def transact(self, write: Callable[[Producer, Delivered], None],
+                 before_commit: Callable[[], None] | None = None,
+                 offsets: Callable[[Producer], None] | None = None) -> Delivered:
+        """One transaction: ``write`` produces its records (reporting to the ``Delivered``
+        it is given), ``offsets`` may add consumer offsets to it, then it commits."""
+        producer = self.producer
+        delivered = Delivered()
+        try:
+            producer.begin_transaction()
+            write(producer, delivered)
+            if offsets is not None:
+                offsets(producer)
+            if before_commit is not None:
+                before_commit()
+            self._commit()  # serves every delivery report before it returns
+        except KafkaException as exc:
+            err = exc.args[0]
+            failures = delivered.failures
+            if is_fenced(err):
+                raise Fenced(f"another instance took over the {self.what} (this one was fenced out: {err.str()}); "
+                             "it commits nothing more, its store as of its last committed batch") from None
+            if err.txn_requires_abort():
+                self._abort()
+            text = f"the {self.what} transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
+            if cluster_trouble_in(err, failures):
+                # The cluster refused or lost the batch while it heals; whether or not it
+                # committed, the next start (or the daemon's own, once Kafka serves again)
+                # finds out from what was committed and repeats nothing twice.
+                raise KafkaUnavailable(text) from None
+            raise BrewError(f"{text}; nothing of this batch was committed, the next start repeats it") from None
+        if delivered.failures:  # a committed transaction never has failed deliveries; stay safe anyway
+            raise BrewError(f"a record of the {self.what} transaction failed: {delivered.failures[0].str()}")
+        return delivered
+
+    def _commit(self) -> None:
+        """Commit, asking again past retriable errors until ``COMMIT_WAIT_S`` (``call_until``);
+        then the last error is raised."""
+        call_until(self.producer.commit_transaction, time.monotonic() + COMMIT_WAIT_S)
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("aborting the %s transaction failed: %s", self.what, exc.args[0].str())
+
+    def close(self) -> None:
+        err = close_transactional(self.producer)
+        if err is not None:
+            log.debug("closing the %s writer: %s", self.what, err.str())
+
+
+class ChangelogWriter:
+    def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
+                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY) -> None:
+        self.topic = topic
+        self.partitions = list(partitions)
+        self.routing = routing
+        self.transactional_id = transactional_id(topic)
+        self._conn = conn
+        self._txn = TransactionalWriter(conn, self.transactional_id, f"changelog {topic}", max_record_bytes)
+
+    def start(self) -> None:
+        """Register the transactional.id: fences older instances, aborts their open txn."""
+        self._txn.start()
 
     def shape(self) -> TopicShape:
         """The changelog's topic id and partition count as the broker has them now."""
@@ -128,64 +218,16 @@ class ChangelogWriter:
         records: the store's position once it has applied them. Raises ``Fenced`` when
         another instance has taken the changelog over.
         """
-        producer = self._producer
-        positions: dict[int, int] = {}
-        failures: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            p, o = msg.partition(), msg.offset()
-            if err is not None:
-                failures.append(err)
-            elif p is not None and o is not None and o + 1 > positions.get(p, 0):
-                positions[p] = o + 1
-
-        def failed_output(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                failures.append(err)
-
-        try:
-            producer.begin_transaction()
+        def write(producer: Producer, delivered: Delivered) -> None:
             for key, value in entries:
                 assert key is not None
                 produce_waiting(producer, self.topic, key, value, partition=self.partition_of(key),
-                                on_delivery=delivered)
+                                on_delivery=delivered.tracked)
             for out in outputs:
                 produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers,
-                                on_delivery=failed_output)
-            if before_commit is not None:
-                before_commit()
-            self._commit()  # serves every delivery report before it returns
-        except KafkaException as exc:
-            err = exc.args[0]
-            if is_fenced(err):
-                raise Fenced(f"another instance took over the changelog {self.topic} (this one was fenced "
-                             f"out: {err.str()}); it commits nothing more, its store as of its last committed "
-                             "batch") from None
-            if err.txn_requires_abort():
-                self._abort()
-            text = f"the changelog transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
-            if cluster_trouble_in(err, failures):
-                # The cluster refused or lost the batch while it heals; whether or not it
-                # committed, the next start (or the daemon's own, once Kafka serves again)
-                # finds out from the changelog and repeats nothing twice.
-                raise KafkaUnavailable(text) from None
-            raise BrewError(f"{text}; nothing of this batch was committed, the next start repeats it") from None
-        if failures:  # a committed transaction never has failed deliveries; stay safe anyway
-            raise BrewError(f"a record of the changelog transaction failed: {failures[0].str()}")
-        return positions
+                                on_delivery=delivered.checked)
 
-    def _commit(self) -> None:
-        """Commit, asking again past retriable errors until ``COMMIT_WAIT_S`` (``call_until``);
-        then the last error is raised."""
-        call_until(self._producer.commit_transaction, time.monotonic() + COMMIT_WAIT_S)
-
-    def _abort(self) -> None:
-        try:
-            self._producer.abort_transaction(TXN_TIMEOUT_S)
-        except KafkaException as exc:
-            log.warning("aborting the changelog transaction failed: %s", exc.args[0].str())
+        return self._txn.transact(write, before_commit).positions
 
     def close(self) -> None:
-        err = close_transactional(self._producer)
-        if err is not None:
-            log.debug("closing the changelog writer: %s", err.str())
+        self._txn.close()

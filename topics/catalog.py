@@ -38,6 +38,16 @@ LEASES = {**COMPACTED, "message.timestamp.type": "LogAppendTime"}
 # (and a restore from scratch) time to read every version first.
 MENU_VERSIONS = {**COMPACTED, "min.compaction.lag.ms": str(7 * 24 * 3600 * 1000)}
 
+# A repartition topic (``restorer.repartition``): the input stage's parts, one partition per
+# task. Kept until every task has applied them and they are purged, never by age or size
+# (a part gone before its task applied it is lost), as Kafka Streams keeps its own.
+REPARTITION = {
+    "cleanup.policy": "delete",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "segment.ms": "600000",  # a purged segment is deleted whole: roll often enough to free it
+}
+
 
 @dataclass(frozen=True)
 class TopicSpec:

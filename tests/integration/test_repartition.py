@@ -1,0 +1,118 @@
+"""The repartition topic on a real broker: the input stage's batches, a batch written again
+(cut anew) and a writer fenced mid-transaction by its successor, read back by each task with
+``shuffle``'s rule, give every task each share once (against an oracle that sums each
+batch once); the stage resumes where its last committed batch ended; the purge removes only
+what a task applied, and the task goes on from there."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pytest
+
+from restorer.changelog import Fenced, OutputRecord
+from restorer.repartition import PartWriter, parts_of, purge, resume_offsets
+from restorer.shuffle import Cursor, Part, admit_all, split_batch
+from restorer.tasks import task_of
+from tests.support.helpers import create_topic, read_topic
+from topics.catalog import REPARTITION
+from topics.kafka import KafkaConnection
+from topics.records import read_from
+
+TASKS, INPUTS = 4, 3
+Batch = tuple[dict[int, list[tuple[bytes, bytes]]], dict[int, tuple[int, int]]]
+
+
+def batch(rng: random.Random, starts: dict[int, int]) -> Batch:
+    """A batch of the input stage: per input partition, a range and its (key, delta) entries."""
+    shares, ranges = {}, {}
+    for p in range(INPUTS):
+        n = rng.randint(1, 40)
+        ranges[p] = (starts[p], starts[p] + n)
+        counted = Counter(f"drink-{rng.randint(0, 30)}".encode() for _ in range(n))
+        shares[p] = [(k, v.to_bytes(8, "big")) for k, v in sorted(counted.items())]
+    return shares, ranges
+
+
+def totals(batches: list[Batch]) -> dict[int, Counter[bytes]]:
+    """The oracle: each batch counted once, each key in its task."""
+    out: dict[int, Counter[bytes]] = {t: Counter() for t in range(TASKS)}
+    for shares, _ in batches:
+        for entries in shares.values():
+            for k, v in entries:
+                out[task_of(k, TASKS)][k] += int.from_bytes(v, "big")
+    return out
+
+
+def task_parts(kafka: KafkaConnection, topic: str, task: int) -> list[tuple[int, Part]]:
+    msgs = sorted((m.offset() or 0, m.value()) for m in read_from(kafka, topic) if m.partition() == task)
+    return list(zip([o for o, _ in msgs], parts_of(msgs), strict=True))
+
+
+def applied(parts: list[Part], cursors: dict[int, Cursor] | None = None) -> tuple[Counter[bytes], dict[int, Cursor]]:
+    done = admit_all(cursors or {}, parts)
+    sums: Counter[bytes] = Counter()
+    for p in done.parts:
+        for k, v in p.entries:
+            sums[k] += int.from_bytes(v, "big")
+    return sums, done.cursors
+
+
+def ends(b: Batch) -> dict[int, int]:
+    return {p: end for p, (_, end) in b[1].items()}
+
+
+def test_each_task_applies_every_share_once_through_a_replay_a_fence_and_a_purge(kafka: KafkaConnection) -> None:
+    stamp = time.time_ns()
+    topic, orders, dlq = f"rp-{stamp}", f"rp-orders-{stamp}", f"rp-dlq-{stamp}"
+    create_topic(kafka, topic, TASKS, REPARTITION)
+    create_topic(kafka, orders, INPUTS)
+    create_topic(kafka, dlq)
+    rng = random.Random(stamp)
+    first = batch(rng, dict.fromkeys(range(INPUTS), 0))
+    second = batch(rng, ends(first))
+    third = batch(rng, ends(second))
+
+    old = PartWriter(kafka, topic, TASKS, orders)
+    old.start()
+    assert resume_offsets(kafka, topic, orders, range(INPUTS)) == {}
+    old.publish(split_batch(*first, TASKS), ends(first), [OutputRecord(dlq, b"k", b"bad 1")])
+    # Spark runs the batch again (its checkpoint never learned of the commit), cut otherwise.
+    old.publish(split_batch(*first, TASKS, max_bytes=30), ends(first), [OutputRecord(dlq, b"k", b"bad 1")])
+    new = PartWriter(kafka, topic, TASKS, orders)
+    try:
+        with pytest.raises(Fenced, match="another instance took over the repartition topic"):
+            old.publish(split_batch(*second, TASKS), ends(second), [OutputRecord(dlq, b"k", b"lost")],
+                        before_commit=new.start)  # the successor registers mid-transaction
+        old.close()
+        resumed = resume_offsets(kafka, topic, orders, range(INPUTS))
+        assert resumed == ends(first)  # the fenced batch committed nothing, its offsets neither
+        new.publish(split_batch(*second, TASKS, max_bytes=60), ends(second))
+        new.publish(split_batch(*third, TASKS), ends(third))
+        assert resume_offsets(kafka, topic, orders, range(INPUTS)) == ends(third)
+    finally:
+        new.close()
+    assert [m.value() for m in read_topic(kafka, dlq)] == [b"bad 1", b"bad 1"]  # the DLQ is the batch's own
+
+    oracle = totals([first, second, third])
+    for task in range(TASKS):
+        read = task_parts(kafka, topic, task)
+        sums, cursors = applied([p for _, p in read])
+        assert sums == oracle[task]
+        assert all(task_of(k, TASKS) == task for _, p in read for k, _ in p.entries)
+        assert cursors == {p: Cursor(end) for p, end in ends(third).items()}
+
+    # The purge of what task 0 applied by the end of the first read of its second batch's
+    # parts: it goes on from its cursors there and ends where it ended before.
+    read = task_parts(kafka, topic, 0)
+    cut = next(i for i, (_, p) in enumerate(read) if p.start == ends(first)[0] and p.partition == 0)
+    before, cursors_then = applied([p for _, p in read[:cut]])
+    low = purge(kafka, topic, {0: read[cut][0]})
+    assert low == {0: read[cut][0]}
+    rest = task_parts(kafka, topic, 0)
+    assert [o for o, _ in rest] == [o for o, _ in read[cut:]]
+    after, cursors = applied([p for _, p in rest], cursors_then)
+    assert before + after == oracle[0] and cursors == {p: Cursor(end) for p, end in ends(third).items()}
+
