@@ -52,6 +52,8 @@ DEFAULT_DLQ_RECORD_BYTES = 1_000_000
 @dataclass
 class BatchAggregate:
     deltas: dict[str, int] = field(default_factory=dict)
+    # The same deltas per input partition, when counted by partition (a shuffle's input stage).
+    partition_deltas: dict[int, dict[str, int]] = field(default_factory=dict)
     good_orders: int = 0
     bad: list[BadRecord] = field(default_factory=list)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> highest offset + 1
@@ -75,6 +77,21 @@ class OrderRows:
     key_at: Callable[[int], bytes | None]
     marks: Sequence[bool] | None = None
 
+    def by_partition(self) -> Iterator[tuple[int, OrderRows]]:
+        """These rows per input partition (a Kafka source's task reads one: no copy then)."""
+        partitions = self.partitions
+        if partitions.count(partitions[0]) == len(partitions):
+            yield partitions[0], self
+            return
+        at: dict[int, list[int]] = {}
+        for i, p in enumerate(partitions):
+            at.setdefault(p, []).append(i)
+        for p, idx in at.items():
+            marks = self.marks
+            yield p, OrderRows([self.values[i] for i in idx], [p] * len(idx), [self.offsets[i] for i in idx],
+                               partial(_key_at, self.key_at, idx),
+                               None if marks is None else [marks[i] for i in idx])
+
     @classmethod
     def of_arrow(cls, batch: pa.RecordBatch) -> OrderRows:
         keys = batch.column("key")
@@ -83,12 +100,18 @@ class OrderRows:
                    batch.column(LARGE).to_pylist() if LARGE in batch.schema.names else None)
 
 
-class Tally:
-    """The partial counts of one task's rows, fed in turn (``add``), read as partial rows."""
+def _key_at(key_at: Callable[[int], bytes | None], idx: Sequence[int], j: int) -> bytes | None:
+    return key_at(idx[j])
 
-    def __init__(self, max_name_bytes: int, dlq_record_bytes: int) -> None:
+
+class Tally:
+    """The partial counts of one task's rows, fed in turn (``add``), read as partial rows;
+    ``by_partition``: the drinks' sums kept apart per input partition."""
+
+    def __init__(self, max_name_bytes: int, dlq_record_bytes: int, by_partition: bool = False) -> None:
         self.max_name_bytes, self.dlq_record_bytes = max_name_bytes, dlq_record_bytes
-        self.totals: dict[str, int] = {}
+        self.by_partition = by_partition
+        self.groups: dict[int | None, dict[str, int]] = {}  # input partition (None: all) -> drink -> sum
         self.good = self.large = 0
         self.highest: dict[int, int] = {}
         self.bad: list[BadRecord] = []
@@ -98,10 +121,17 @@ class Tally:
         if not rows.values:
             return
         track_highest(rows.partitions, rows.offsets, self.highest)
+        if not self.by_partition:
+            self._add(rows, self.groups.setdefault(None, {}))
+            return
+        for p, part in rows.by_partition():
+            self._add(part, self.groups.setdefault(p, {}))
+
+    def _add(self, rows: OrderRows, totals: dict[str, int]) -> None:
         # The clean majority on a shorter path that counts only what count_drinks
         # counts, and the same (tests/unit/service/records/test_orders.py checks both on any bytes);
         # the rest, marked rows among them (their value did not travel), below.
-        counted, rest = count_plain(rows.values, self.max_name_bytes, self.totals)
+        counted, rest = count_plain(rows.values, self.max_name_bytes, totals)
         self.good += counted
         for i in rest:
             if rows.marks is not None and rows.marks[i]:
@@ -118,7 +148,7 @@ class Tally:
                 continue
             self.good += 1
             for drink, qty in drinks.items():
-                self.totals[drink] = self.totals.get(drink, 0) + qty
+                totals[drink] = totals.get(drink, 0) + qty
 
     def _bad(self, rows: OrderRows, i: int, reason: str) -> BadRecord:
         key, raw = rows.key_at(i), rows.values[i]
@@ -131,7 +161,8 @@ class Tally:
 
     def rows(self) -> list[dict[str, Any]]:
         """The partial rows, as ``merge_partials`` reads them."""
-        out = [partial_row(DRINK, name=drink, n=qty) for drink, qty in self.totals.items()]
+        out = [partial_row(DRINK, name=drink, n=qty, partition=p) for p, totals in self.groups.items()
+               for drink, qty in totals.items()]
         if self.good:
             out.append(partial_row(ORDERS, n=self.good))
         if self.large:
@@ -143,13 +174,14 @@ class Tally:
 
 
 def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_NAME_BYTES,
-                   dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> Iterator[pa.RecordBatch]:
+                   dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES,
+                   by_partition: bool = False) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (key, value, partition, offset) rows in, one partial batch out. With
     a ``large`` column, the rows it marks are only counted as left for later (their key and
     value did not travel) and their offsets tracked."""
     import pyarrow as pa
 
-    tally = Tally(max_name_bytes, dlq_record_bytes)
+    tally = Tally(max_name_bytes, dlq_record_bytes, by_partition)
     for batch in batches:
         if batch.num_rows:
             tally.add(OrderRows.of_arrow(batch))
@@ -159,10 +191,10 @@ def partial_counts(batches: Iterable[pa.RecordBatch], max_name_bytes: int = MAX_
 
 
 def count_rows(rows: OrderRows, max_name_bytes: int = MAX_NAME_BYTES,
-               dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> list[dict[str, Any]]:
+               dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES, by_partition: bool = False) -> list[dict[str, Any]]:
     """``partial_counts`` of rows already in Python (the gate's carried rows, on the driver):
     the same partial rows, without Arrow."""
-    tally = Tally(max_name_bytes, dlq_record_bytes)
+    tally = Tally(max_name_bytes, dlq_record_bytes, by_partition)
     tally.add(rows)
     return tally.rows()
 
@@ -189,6 +221,9 @@ def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
         kind = row["kind"]
         if kind == DRINK:
             agg.deltas[row["name"]] = agg.deltas.get(row["name"], 0) + row["n"]
+            if row["partition"] is not None:
+                of = agg.partition_deltas.setdefault(row["partition"], {})
+                of[row["name"]] = of.get(row["name"], 0) + row["n"]
         elif kind == ORDERS:
             agg.good_orders += row["n"]
         elif kind == LARGE:
@@ -210,9 +245,11 @@ def _bytes(v: Any) -> bytes | None:
 
 
 def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: int = MAX_NAME_BYTES,
-                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES, carry: Carry | None = None) -> BatchAggregate:
+                    dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES, carry: Carry | None = None,
+                    by_partition: bool = False) -> BatchAggregate:
     """Drop rows below the store's next offsets, then count the rest, each row in exactly
-    one of two steps.
+    one of two steps; ``by_partition``: each input partition's deltas apart too
+    (``partition_deltas``), as a shuffle's input stage hands them on.
 
     First the JVM counts the orders the order gate proves clean (``OrderGate``, in
     service/drink_count/jvm/: a subset of what ``count_drinks`` accepts, counted the same),
@@ -224,18 +261,31 @@ def aggregate_batch(df: DataFrame, applied: Mapping[int, int], max_name_bytes: i
     from service.spark.session import unapplied
 
     fresh = unapplied(df, applied)
-    counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry())  # picks its columns in the JVM
+    counted = _count_in_jvm(fresh, max_name_bytes, carry or Carry(), by_partition)  # picks its columns in the JVM
     if not counted.unclean:
-        return merge_partials(counted.partials())
+        return _checked(merge_partials(counted.partials()), by_partition)
     if counted.overflow:
         gate = order_gate(df.sparkSession, max_name_bytes)
         rows = fresh.select("key", "value", "partition", "offset")
-        rest = _count_in_python(rows.where(gate.isNull()), max_name_bytes, dlq_record_bytes)
+        rest = _count_in_python(rows.where(gate.isNull()), max_name_bytes, dlq_record_bytes, by_partition)
     else:
-        rest = count_rows(counted.carried, max_name_bytes, dlq_record_bytes)
+        rest = count_rows(counted.carried, max_name_bytes, dlq_record_bytes, by_partition)
     if (took := records_counted(rest)) != counted.unclean:
         raise RuntimeError(f"Python counted {took} records of the {counted.unclean} the order gate left to it")
-    return merge_partials([*counted.partials(), *rest])
+    return _checked(merge_partials([*counted.partials(), *rest]), by_partition)
+
+
+def _checked(agg: BatchAggregate, by_partition: bool) -> BatchAggregate:
+    """Counted by partition, every delta is some partition's: a drink counted without its
+    partition would never reach its task."""
+    if by_partition:
+        summed: dict[str, int] = {}
+        for deltas in agg.partition_deltas.values():
+            for drink, n in deltas.items():
+                summed[drink] = summed.get(drink, 0) + n
+        if summed != agg.deltas:
+            raise RuntimeError("a batch counted by partition has deltas no partition holds")
+    return agg
 
 
 # Built by `make install` from service/drink_count/jvm/brewstream/.
@@ -268,7 +318,7 @@ class JvmCount:
     """What ``GateCount`` returned: the gate's sums, each partition's highest offset, and
     the unclean rows it carried (none when some task could not carry its own)."""
 
-    counts: dict[str, int]
+    counts: dict[int | None, dict[str, int]]  # input partition (None: all) -> drink -> sum
     orders: int
     unclean: int
     overflow: bool
@@ -277,7 +327,8 @@ class JvmCount:
 
     def partials(self) -> list[dict[str, Any]]:
         """The partial rows of what the gate counted, and every partition's highest offset."""
-        rows = [partial_row(DRINK, name=drink, n=n) for drink, n in self.counts.items()]
+        rows = [partial_row(DRINK, name=drink, n=n, partition=p) for p, counts in self.counts.items()
+                for drink, n in counts.items()]
         rows.append(partial_row(ORDERS, n=self.orders))
         rows += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
         return rows
@@ -288,10 +339,15 @@ def read_gate_count(blob: bytes) -> JvmCount:
     does not follow it, to its last byte."""
     r = BlobReader(blob, "the gate's count")
     orders, unclean, overflow = r.unpack(">qqb")
-    counts: dict[str, int] = {}
+    counts: dict[int | None, dict[str, int]] = {}
     for _ in range(r.count()):
-        name = r.take(r.count()).decode("latin-1")  # the gate's names are ASCII
-        counts[name] = counts.get(name, 0) + r.unpack(">q")[0]
+        (group,) = r.unpack(">i")
+        if group < -1:
+            raise ValueError(f"the gate's count names partition {group}")
+        sums = counts.setdefault(None if group == -1 else group, {})
+        for _ in range(r.count()):
+            name = r.take(r.count()).decode("latin-1")  # the gate's names are ASCII
+            sums[name] = sums.get(name, 0) + r.unpack(">q")[0]
     highest = {}
     for _ in range(r.count()):
         p, top = r.unpack(">iq")
@@ -313,13 +369,13 @@ def read_gate_count(blob: bytes) -> JvmCount:
                     OrderRows(values, partitions, offsets, keys.__getitem__))
 
 
-def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry) -> JvmCount:
+def _count_in_jvm(fresh: DataFrame, max_name_bytes: int, carry: Carry, by_partition: bool) -> JvmCount:
     """``GateCount`` over the batch: one stage, one call."""
     jvm = fresh.sparkSession.sparkContext._jvm
     assert jvm is not None  # a classic session, which brewstream always builds
     gate = jvm.brewstream.GateCount
     return read_gate_count(handed_over(lambda path: gate.count(fresh._jdf, max_name_bytes, carry.rows, carry.bytes,
-                                                               path), "the gate's count"))
+                                                               by_partition, path), "the gate's count"))
 
 
 def records_counted(rows: Iterable[Mapping[str, Any]]) -> int:
@@ -333,7 +389,8 @@ def partial_row(kind: str, **fields: Any) -> dict[str, Any]:
     return {**dict.fromkeys(PARTIAL_COLUMNS), **fields, "kind": kind}
 
 
-def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int) -> list[dict[str, Any]]:
+def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int,
+                     by_partition: bool = False) -> list[dict[str, Any]]:
     """The partial rows of ``partial_counts`` over ``rows`` in the Python workers.
 
     Rows reach the Python workers as Arrow batches, which Spark cuts at
@@ -347,7 +404,8 @@ def _count_in_python(rows: DataFrame, max_name_bytes: int, dlq_record_bytes: int
     Each row is counted by exactly one pass."""
     from pyspark.sql import functions as F
 
-    fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes)
+    fn = partial(partial_counts, max_name_bytes=max_name_bytes, dlq_record_bytes=dlq_record_bytes,
+                 by_partition=by_partition)
     conf = rows.sparkSession.conf
     bound = conf.get(MAX_BYTES_KEY, None)
     row_bytes = small_row_bytes(bound, conf.get(MAX_RECORDS_KEY, None))

@@ -190,12 +190,16 @@ def test_the_totals_keep_many_drinks_apart(spark: Any, orders: list[list[tuple[s
     assert summed.getOrders() == len(orders) and summed.getUnclean() == 0
 
 
+@pytest.mark.parametrize("by_partition", [False, True], ids=["merged", "by-partition"])
 @pytest.mark.parametrize("carry", [Carry(), Carry(rows=0), Carry(bytes=600)], ids=["driver", "workers", "some-tasks"])
-def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any, carry: Carry) -> None:
+def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any, carry: Carry,
+                                                                      by_partition: bool) -> None:
     """Clean orders, orders only Python can count, and every kind of bad order, shuffled
     over three partitions: the gate and Python together count what the oracle counts, and
     each bad order gets count_drinks's reason, once; whether the JVM carries every unclean
-    row to the driver, none (the workers count them), or some tasks' but not others'."""
+    row to the driver, none (the workers count them), or some tasks' but not others'. By
+    partition, each partition's deltas are its own rows' (Spark's tasks here each read
+    rows of every partition)."""
     rng = random.Random(20261124)
     generated = OrderGenerator(11)
     values: list[bytes | None] = [orjson.dumps(next(generated)) for _ in range(3000)]
@@ -205,9 +209,10 @@ def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any
     rng.shuffle(values)
     rows = [(b"k", v, i % 3, i // 3) for i, v in enumerate(values)]
     df = spark.createDataFrame(rows, "key binary, value binary, partition int, offset long")
-    agg = aggregate_batch(df, {}, carry=carry)
+    agg = aggregate_batch(df, {}, carry=carry, by_partition=by_partition)
 
     expected: dict[str, int] = {}
+    per_partition: dict[int, dict[str, int]] = {}
     reasons: dict[tuple[int, int], str] = {}
     for _, v, p, o in rows:
         try:
@@ -217,7 +222,9 @@ def test_a_batch_counts_like_the_oracle_whichever_path_takes_an_order(spark: Any
             continue
         for drink, qty in drinks.items():
             expected[drink] = expected.get(drink, 0) + qty
+            per_partition.setdefault(p, {})[drink] = per_partition.get(p, {}).get(drink, 0) + qty
     assert agg.deltas == expected
+    assert agg.partition_deltas == (per_partition if by_partition else {})
     assert agg.good_orders == len(rows) - len(reasons)
     assert {(b.partition, b.offset): b.reason for b in agg.bad} == reasons and len(agg.bad) == len(reasons)
     assert agg.next_offsets == {p: max(o for _, _, q, o in rows if q == p) + 1 for p in range(3)}

@@ -16,11 +16,16 @@
  * Rows in: any with key binary, value binary, partition int and offset long (Spark's Kafka
  * source's); this class picks those columns itself, so Python builds nothing per batch.
  *
+ * By partition (the input stage of a shuffle, restorer/shuffle.py), the sums are kept
+ * apart per input partition, which a task's rows nearly always share (a Kafka source's
+ * task reads one partition); otherwise they are merged into one group (partition -1).
+ *
  * Blob out, big-endian: long orders, long unclean, byte overflow (1: some task left
- * rows it could not carry, and none are carried); int drinks, then each: int length,
- * the name's bytes, long sum; int partitions, then each: int partition, long highest
- * offset; int carried, then each: int partition, long offset, int key length (-1 for
- * null), key, int value length (-1 for null), value.
+ * rows it could not carry, and none are carried); int groups, then each: int partition
+ * (-1: every partition's), int drinks, then each: int length, the name's bytes, long sum;
+ * int partitions, then each: int partition, long highest offset; int carried, then each:
+ * int partition, long offset, int key length (-1 for null), key, int value length (-1
+ * for null), value.
  */
 package brewstream;
 
@@ -44,7 +49,7 @@ public final class GateCount {
     /** What one task returns. */
     static final class Part implements Serializable {
         private static final long serialVersionUID = 1L;
-        GateTotals.Totals totals;
+        final Map<Integer, GateTotals.Totals> groups = new HashMap<>();  // partition (or -1) -> sums
         final Map<Integer, Long> highest = new HashMap<>();
         byte[] carried = new byte[0];
         int carriedRows;
@@ -53,37 +58,55 @@ public final class GateCount {
 
     /** The batch's count: the blob described above, handed over through path (Blobs.handOver). */
     public static Object count(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes, String path) {
-        return Blobs.handOver(blob(rows, maxNameBytes, carryRows, carryBytes), path);
+        return count(rows, maxNameBytes, carryRows, carryBytes, false, path);
     }
 
-    private static byte[] blob(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes) {
+    public static Object count(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes,
+                               boolean byPartition, String path) {
+        return Blobs.handOver(blob(rows, maxNameBytes, carryRows, carryBytes, byPartition), path);
+    }
+
+    private static byte[] blob(Dataset<Row> rows, int maxNameBytes, int carryRows, long carryBytes,
+                               boolean byPartition) {
         GateTotals sums = new GateTotals(maxNameBytes);
         List<Part> parts = rows.select("key", "value", "partition", "offset").queryExecution().toRdd().toJavaRDD()
-                .mapPartitions((Iterator<InternalRow> it) -> List.of(task(it, sums, carryRows, carryBytes)).iterator())
+                .mapPartitions((Iterator<InternalRow> it) ->
+                        List.of(task(it, sums, carryRows, carryBytes, byPartition)).iterator())
                 .collect();
-        GateTotals.Totals totals = sums.zero();
+        Map<Integer, GateTotals.Totals> groups = new HashMap<>();
         Map<Integer, Long> highest = new HashMap<>();
         boolean overflow = false;
         int carriedRows = 0;
         for (Part part : parts) {
-            totals = sums.merge(totals, part.totals);
+            part.groups.forEach((p, t) -> groups.merge(p, t, sums::merge));
             part.highest.forEach((p, o) -> highest.merge(p, o, Math::max));
             overflow |= part.overflow;
             carriedRows += part.carriedRows;
         }
-        totals = sums.finish(totals);
+        long orders = 0;
+        long unclean = 0;
+        for (GateTotals.Totals t : groups.values()) {
+            sums.finish(t);
+            orders += t.getOrders();
+            unclean += t.getUnclean();
+        }
         try {
             ByteArrayOutputStream bytes = new ByteArrayOutputStream();
             DataOutputStream out = new DataOutputStream(bytes);
-            out.writeLong(totals.getOrders());
-            out.writeLong(totals.getUnclean());
+            out.writeLong(orders);
+            out.writeLong(unclean);
             out.writeByte(overflow ? 1 : 0);
-            out.writeInt(totals.getCounts().size());
-            for (Map.Entry<String, Long> drink : totals.getCounts().entrySet()) {
-                byte[] name = drink.getKey().getBytes(StandardCharsets.ISO_8859_1);  // as GateTotals made it
-                out.writeInt(name.length);
-                out.write(name);
-                out.writeLong(drink.getValue());
+            out.writeInt(groups.size());
+            for (Map.Entry<Integer, GateTotals.Totals> group : groups.entrySet()) {
+                out.writeInt(group.getKey());
+                Map<String, Long> counts = group.getValue().getCounts();
+                out.writeInt(counts.size());
+                for (Map.Entry<String, Long> drink : counts.entrySet()) {
+                    byte[] name = drink.getKey().getBytes(StandardCharsets.ISO_8859_1);  // as GateTotals made it
+                    out.writeInt(name.length);
+                    out.write(name);
+                    out.writeLong(drink.getValue());
+                }
             }
             out.writeInt(highest.size());
             for (Map.Entry<Integer, Long> top : highest.entrySet()) {
@@ -101,9 +124,11 @@ public final class GateCount {
         }
     }
 
-    private static Part task(Iterator<InternalRow> rows, GateTotals sums, int carryRows, long carryBytes) {
+    private static Part task(Iterator<InternalRow> rows, GateTotals sums, int carryRows, long carryBytes,
+                             boolean byPartition) {
         Part part = new Part();
-        part.totals = sums.zero();
+        int group = -1;
+        GateTotals.Totals totals = null;
         ByteArrayOutputStream buffer = new ByteArrayOutputStream();
         DataOutputStream carried = new DataOutputStream(buffer);
         try {
@@ -114,9 +139,14 @@ public final class GateCount {
                 long offset = row.getLong(3);
                 Long top = part.highest.get(partition);
                 if (top == null || offset > top) part.highest.put(partition, offset);
-                long uncleanBefore = part.totals.getUnclean();
-                part.totals = sums.reduce(part.totals, value);
-                if (part.totals.getUnclean() == uncleanBefore || part.overflow) continue;
+                int groupOf = byPartition ? partition : -1;
+                if (totals == null || groupOf != group) {  // once per task, nearly always
+                    group = groupOf;
+                    totals = part.groups.computeIfAbsent(group, g -> sums.zero());
+                }
+                long uncleanBefore = totals.getUnclean();
+                totals = sums.reduce(totals, value);
+                if (totals.getUnclean() == uncleanBefore || part.overflow) continue;
                 byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
                 long size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
                 if (part.carriedRows >= carryRows || carried.size() + size > carryBytes) {

@@ -123,16 +123,18 @@ def test_the_default_bound_sends_orders_up_to_3355_bytes_unmeasured() -> None:
     assert small_row_bytes("2147483647", "10000") is None
 
 
-def gate_blob(counts: dict[str, int], orders: int, unclean: int, overflow: bool, highest: dict[int, int],
-              carried: list[tuple[bytes | None, bytes | None, int, int]]) -> bytes:
+def gate_blob(counts: dict[int | None, dict[str, int]], orders: int, unclean: int, overflow: bool,
+              highest: dict[int, int], carried: list[tuple[bytes | None, bytes | None, int, int]]) -> bytes:
     """GateCount's blob as GateCount.java writes it (its layout is stated there)."""
     def optional(b: bytes | None) -> bytes:
         return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
 
     out = struct.pack(">qqb", orders, unclean, overflow) + struct.pack(">i", len(counts))
-    for name, n in counts.items():
-        raw = name.encode("latin-1")
-        out += struct.pack(">i", len(raw)) + raw + struct.pack(">q", n)
+    for group, sums in counts.items():
+        out += struct.pack(">ii", -1 if group is None else group, len(sums))
+        for name, n in sums.items():
+            raw = name.encode("latin-1")
+            out += struct.pack(">i", len(raw)) + raw + struct.pack(">q", n)
     out += struct.pack(">i", len(highest)) + b"".join(struct.pack(">iq", p, o) for p, o in highest.items())
     out += struct.pack(">i", len(carried))
     for key, value, p, o in carried:
@@ -145,11 +147,13 @@ _rows = st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.bi
                  max_size=8)
 
 
-@given(counts=st.dictionaries(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1), _i64,
-                              max_size=6),
+@given(counts=st.dictionaries(st.none() | _i32,
+                              st.dictionaries(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+                                                      min_size=1), _i64, max_size=6), max_size=3),
        orders=_i64, unclean=_i64, overflow=st.booleans(), highest=st.dictionaries(_i32, _i64, max_size=4),
        carried=_rows)
-def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[str, int], orders: int, unclean: int,
+def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[int | None, dict[str, int]], orders: int,
+                                                        unclean: int,
                                                         overflow: bool, highest: dict[int, int],
                                                         carried: list[tuple[bytes | None, bytes | None, int, int]]
                                                         ) -> None:
@@ -161,7 +165,7 @@ def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[str, int], or
             for i in range(len(rows.values))] == carried
 
 
-@given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({"latte": 2}, 1, len(rows), False, {0: 9},
+@given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({None: {"latte": 2}}, 1, len(rows), False, {0: 9},
                                                                        rows)[:-1]))
 def test_the_gate_count_reader_refuses_any_other_bytes_in_one_way(blob: bytes) -> None:
     """Total: a blob that is not one gives ValueError, never anything else."""
@@ -185,3 +189,29 @@ def test_the_driver_counts_carried_rows_as_the_workers_count_arrow_batches(
                            dlq_record_bytes=dlq_record_bytes)
     (by_workers,) = partial_counts(iter([batch(rows)]), dlq_record_bytes=dlq_record_bytes)
     assert by_driver == by_workers.to_pylist()
+
+
+@given(rows=_order_rows, dlq_record_bytes=st.integers(1, 64))
+def test_counted_by_partition_each_partition_holds_its_own_orders(
+        rows: list[tuple[bytes | None, bytes | None, int, int]], dlq_record_bytes: int) -> None:
+    """By partition, the driver and the workers each give every input partition the deltas of
+    its own rows (the oracle: each partition's rows counted alone), and everything else as
+    counted whole: the sums, the orders, the offsets and the bad records."""
+    keys, values, partitions, offsets = (list(c) for c in zip(*rows, strict=True))
+    whole = merge_partials(count_rows(OrderRows(values, partitions, offsets, keys.__getitem__),
+                                      dlq_record_bytes=dlq_record_bytes))
+    oracle = {}
+    for p in set(partitions):
+        mine = [r for r in rows if r[2] == p]
+        ks, vs, ps, os_ = (list(c) for c in zip(*mine, strict=True))
+        alone = merge_partials(count_rows(OrderRows(vs, ps, os_, ks.__getitem__))).deltas
+        if alone:
+            oracle[p] = alone
+    by_driver = merge_partials(count_rows(OrderRows(values, partitions, offsets, keys.__getitem__),
+                                          dlq_record_bytes=dlq_record_bytes, by_partition=True))
+    (arrow,) = partial_counts(iter([batch(rows)]), dlq_record_bytes=dlq_record_bytes, by_partition=True)
+    by_workers = merge_partials(arrow.to_pylist())
+    for agg in (by_driver, by_workers):
+        assert agg.partition_deltas == oracle
+        assert (agg.deltas, agg.good_orders, agg.next_offsets, agg.bad) == (whole.deltas, whole.good_orders,
+                                                                            whole.next_offsets, whole.bad)
