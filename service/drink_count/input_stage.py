@@ -1,0 +1,33 @@
+"""drink-count's count for a shuffle's input stage (``service.shuffle.input_stage``): a
+batch counted per input partition on Spark's executors (``aggregate_batch``), each
+partition's share a (drink's store key, quantity added) entry per drink."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from restorer.codec import U64_MAX, encode_u64
+from service.drink_count.aggregate import DEFAULT_DLQ_RECORD_BYTES, aggregate_batch
+from service.drink_count.counts import drink_key
+from service.records.limits import MAX_NAME_BYTES
+from service.shuffle.input_stage import Count, StageBatch
+from topics.errors import BrewError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def shares_counter(max_name_bytes: int = MAX_NAME_BYTES, dlq_record_bytes: int = DEFAULT_DLQ_RECORD_BYTES) -> Count:
+    def count(df: DataFrame, applied: dict[int, int]) -> StageBatch:
+        agg = aggregate_batch(df, applied, max_name_bytes, dlq_record_bytes, by_partition=True)
+        shares = {p: [(drink_key(d), _delta(d, n)) for d, n in sorted(deltas.items())]
+                  for p, deltas in agg.partition_deltas.items()}
+        return StageBatch(shares, agg.next_offsets, agg.bad, agg.good_orders)
+    return count
+
+
+def _delta(drink: str, n: int) -> bytes:
+    if n > U64_MAX:
+        raise BrewError(f"one batch adds more than 2^64-1 to drink {drink[:40]!r}, the most a count holds; this "
+                        "batch was not handed on")
+    return encode_u64(n)
