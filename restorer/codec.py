@@ -35,6 +35,7 @@ U64_LEN = 8
 RESERVED = b"\xff"
 _OFFSET = RESERVED + b"offset\x00"
 _TASK_OFFSET = RESERVED + b"toffset\x00"
+_TASK_PART = RESERVED + b"tpart\x00"
 _META = RESERVED + b"meta\x00"
 _COMMIT = RESERVED + b"commit\x00"
 _POSITION = RESERVED + b"position\x00"
@@ -86,6 +87,13 @@ def task_offset_key(topic: str, partition: int, task: int) -> bytes:
     """One task's next input offset to apply in ``topic``'s ``partition``; it goes to the
     task's own changelog partition."""
     return _TASK_OFFSET + topic.encode() + b"\x00" + str(partition).encode() + b"\x00" + str(task).encode()
+
+
+def task_part_key(topic: str, partition: int, task: int) -> bytes:
+    """Behind a shuffle (``restorer.shuffle``): of the share of ``topic``'s ``partition``
+    that starts at the task's next input offset (``task_offset_key``), how many parts the
+    task has applied; the two are the task's cursor. In the task's own changelog partition."""
+    return _TASK_PART + topic.encode() + b"\x00" + str(partition).encode() + b"\x00" + str(task).encode()
 
 
 def task_offset_prefix(topic: str) -> bytes:
@@ -196,7 +204,7 @@ def pinned_prefixes() -> tuple[bytes, ...]:
 
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
-    if key.startswith(_TASK_OFFSET):
+    if key.startswith((_TASK_OFFSET, _TASK_PART)):
         return int(key.rpartition(b"\x00")[2])
     for prefix in (_COMMIT, _SHAPE, _ROUTE):
         if key.startswith(prefix):
@@ -215,6 +223,7 @@ class StoreState:
     # brewstream's store-wide one.
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     task_offsets: dict[int, dict[str, dict[int, int]]] = field(default_factory=dict)  # task -> its own
+    task_parts: dict[int, dict[str, dict[int, int]]] = field(default_factory=dict)  # task -> its cursors' parts
     meta: dict[str, int] = field(default_factory=dict)
     commits: dict[int, int] = field(default_factory=dict)
     positions: dict[int, int] = field(default_factory=dict)
@@ -231,8 +240,8 @@ class StoreState:
         return dict(self.offsets.get(topic, {}))
 
     def is_empty(self) -> bool:
-        return not (self.names or self.offsets or self.task_offsets or self.meta or self.commits or self.positions
-                    or self.shapes or self.routes or self.local)
+        return not (self.names or self.offsets or self.task_offsets or self.task_parts or self.meta or self.commits
+                    or self.positions or self.shapes or self.routes or self.local)
 
     def offsets_json(self) -> dict[str, dict[str, int]]:
         """The next input offset per partition, as ``brewstream counts --json`` prints them."""
@@ -258,6 +267,10 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             rest, _, task = key[len(_TASK_OFFSET):].rpartition(b"\x00")
             topic, part = _topic_partition(rest)
             state.task_offsets.setdefault(int(task), {}).setdefault(topic, {})[part] = n
+        elif key.startswith(_TASK_PART):
+            rest, _, task = key[len(_TASK_PART):].rpartition(b"\x00")
+            topic, part = _topic_partition(rest)
+            state.task_parts.setdefault(int(task), {}).setdefault(topic, {})[part] = n
         elif key.startswith(_META):
             state.meta[key[len(_META):].decode()] = n
         elif key.startswith(_COMMIT):

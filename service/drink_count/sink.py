@@ -90,16 +90,16 @@ class DrinkCountSink(OrderedCommitSink):
         current = self.store.get_u64(keys + counters)
         entries: list[Entry] = []
         for (drink, delta), key in zip(agg.deltas.items(), keys, strict=True):
-            entries.append((key, encode_u64(_checked_sum(current.get(key, 0), delta, f"drink {drink[:40]!r}"))))
+            entries.append((key, encode_u64(checked_sum(current.get(key, 0), delta, f"drink {drink[:40]!r}"))))
         entries += [(offset_key(self.input_topic, p), encode_u64(o)) for p, o in sorted(agg.next_offsets.items())]
         entries += [
-            (counters[0], encode_u64(_checked_sum(current.get(counters[0], 0), agg.good_orders, "processed_orders"))),
-            (counters[1], encode_u64(_checked_sum(current.get(counters[1], 0), len(agg.bad), "bad_orders"))),
+            (counters[0], encode_u64(checked_sum(current.get(counters[0], 0), agg.good_orders, "processed_orders"))),
+            (counters[1], encode_u64(checked_sum(current.get(counters[1], 0), len(agg.bad), "bad_orders"))),
         ]
         return entries
 
 
-def _checked_sum(current: int, delta: int, what: str) -> int:
+def checked_sum(current: int, delta: int, what: str) -> int:
     total = current + delta
     if total > U64_MAX:
         raise BrewError(f"the count of {what} would pass 2^64-1, the most the store and the changelog hold; "

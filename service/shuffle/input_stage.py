@@ -88,6 +88,7 @@ class StageOptions:
     checkpoint_dir: Path | None
     dlq_record_bytes: int = 1_000_000
     routing: Routing = BY_WHOLE_KEY
+    part_bytes: int = 512 * 1024  # the entries' bytes a part holds at most (``shuffle.cut_share``)
 
 
 class InputStageSink:
@@ -127,7 +128,8 @@ class InputStageSink:
         ends = planned.ends(batch.seen, self.progress)
         if not ends:
             return
-        parts = split_batch(batch.shares, share_ranges(planned, self.progress, ends), self.writer.tasks, o.routing)
+        parts = split_batch(batch.shares, share_ranges(planned, self.progress, ends), self.writer.tasks, o.routing,
+                            o.part_bytes)
 
         # 3. One transaction: the parts, the DLQ records, the progress.
         reached = self.faults.reached if self.faults is not None else (lambda _point: None)

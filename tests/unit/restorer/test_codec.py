@@ -17,6 +17,7 @@ from restorer.codec import (
     position_key,
     spread_offsets,
     task_offset_key,
+    task_part_key,
 )
 from service.drink_count.counts import PROCESSED_ORDERS, drink_counts, drink_key
 
@@ -128,3 +129,20 @@ def test_a_task_offset_key_names_its_task_s_partition() -> None:
     state = decode_entries([(task_offset_key("o", 1, 0), encode_u64(9)), (task_offset_key("o", 1, 1), encode_u64(5))])
     assert state.offsets == {"o": {1: 5}}  # the least any task has applied
     assert state.task_offsets == {0: {"o": {1: 9}}, 1: {"o": {1: 5}}}
+
+
+@given(cursors=st.dictionaries(st.tuples(TOPICS, st.integers(0, 40), st.integers(0, 7)),
+                               st.tuples(st.integers(0, 2**63), st.integers(0, 2**32)), max_size=10))
+def test_a_tasks_shuffle_cursor_lives_in_its_own_partition_and_reads_back(
+        cursors: dict[tuple[str, int, int], tuple[int, int]]) -> None:
+    """A cursor (``restorer.shuffle``) is the task's input offset and its part index: both
+    go to the task's changelog partition and decode to what was written."""
+    entries = [e for (topic, p, task), (offset, part) in cursors.items()
+               for e in ((task_offset_key(topic, p, task), encode_u64(offset)),
+                         (task_part_key(topic, p, task), encode_u64(part)))]
+    assert all(changelog_partition_of(k) == int(k.rpartition(b"\x00")[2]) for k, _ in entries)
+    state = decode_entries((k, v) for k, v in entries if v is not None)
+    for (topic, p, task), (offset, part) in cursors.items():
+        assert state.task_offsets[task][topic][p] == offset
+        assert state.task_parts[task][topic][p] == part
+    assert sum(len(ps) for ts in state.task_parts.values() for ps in ts.values()) == len(cursors)

@@ -1,14 +1,18 @@
-"""drink-count's count for a shuffle's input stage (``service.shuffle.input_stage``): a
-batch counted per input partition on Spark's executors (``aggregate_batch``), each
-partition's share a (drink's store key, quantity added) entry per drink."""
+"""drink-count's two sides of a shuffle: its count for the input stage
+(``service.shuffle.input_stage``), a batch counted per input partition on Spark's executors
+(``aggregate_batch``), each partition's share a (drink's store key, cups added) entry per
+drink; and its overlay for the task stage (``service.shuffle.task_stage``), the cups added
+to each drink's count."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from restorer.codec import U64_MAX, encode_u64
+from restorer.codec import U64_MAX, Entry, decode_u64, encode_u64
+from restorer.store import Store
 from service.drink_count.aggregate import DEFAULT_DLQ_RECORD_BYTES, aggregate_batch
 from service.drink_count.counts import drink_key
+from service.drink_count.sink import checked_sum
 from service.records.limits import MAX_NAME_BYTES
 from service.shuffle.input_stage import Count, StageBatch
 from topics.errors import BrewError
@@ -31,3 +35,15 @@ def _delta(drink: str, n: int) -> bytes:
         raise BrewError(f"one batch adds more than 2^64-1 to drink {drink[:40]!r}, the most a count holds; this "
                         "batch was not handed on")
     return encode_u64(n)
+
+
+def add_shares(store: Store, changes: list[tuple[bytes, bytes]]) -> list[Entry]:
+    """Each drink's absolute count once ``changes`` (its store key, cups added) are added."""
+    added: dict[bytes, int] = {}
+    for key, delta in changes:
+        added[key] = added.get(key, 0) + decode_u64(delta)
+    current = store.get_u64(list(added))
+    out: list[Entry] = []
+    for key, n in added.items():
+        out.append((key, encode_u64(checked_sum(current.get(key, 0), n, f"drink {key[:40]!r}"))))
+    return out

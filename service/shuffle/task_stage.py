@@ -1,0 +1,103 @@
+"""The task stage of a shuffle: a foreachBatch sink over the repartition topic that applies
+each task's parts once (``restorer.shuffle``'s rule) and commits the tasks' new values in
+the card's order (``restorer.commit``). One batch:
+
+    1. keep only records at or above each task's next repartition offset (in its store)
+    2. read them as parts, task by task, in their partition's order
+    3. admit each part by the task's cursor per input partition, and add up the admitted
+       entries into absolute values (the wing's ``overlay``)
+    4. one changelog transaction: the values, the cursors and the repartition offsets,
+       each task's in its own changelog partition; then the store
+    5. return, and Spark commits its checkpoint
+
+The cursors and the repartition offsets are committed with the values (invariant 5 in
+``restorer``): a store restored from the changelog knows which parts it holds, so a part
+is applied once whether the task stage reads its partition again (a replayed batch, a lost
+checkpoint) or the input stage wrote a share again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from restorer.changelog import ChangelogWriter
+from restorer.codec import Entry, encode_u64, task_offset_key, task_part_key
+from restorer.faults import FaultPlan
+from restorer.repartition import parts_of
+from restorer.shuffle import Cursor, admit_all
+from restorer.store import Store
+from service.engine.sink import OrderedCommitSink, PhaseTimes, SinkOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# The wing's step 3: the store's new absolute values once the admitted entries (a state key
+# and its delta, in the order applied) are added to what it holds.
+Overlay = Callable[[Store, list[tuple[bytes, bytes]]], list[Entry]]
+
+
+class TaskStageSink(OrderedCommitSink):
+    """The task stage's sink (see the module) for the tasks whose repartition partitions
+    its query reads."""
+
+    def __init__(self, store: Store, changelog: ChangelogWriter, faults: FaultPlan, options: SinkOptions,
+                 repartition_topic: str, input_topic: str, overlay: Overlay,
+                 on_batch: Callable[[int, int, PhaseTimes], None] | None = None) -> None:
+        super().__init__(store, changelog, faults, options)
+        self.repartition_topic, self.input_topic, self.overlay = repartition_topic, input_topic, overlay
+        self.on_batch = on_batch  # (parts applied, entries committed, times)
+
+    def _apply(self, df: DataFrame, batch_id: int) -> None:
+        from service.spark.session import unapplied
+
+        t0 = time.monotonic()
+        # 1. + 2. The records no task has applied, as parts per task.
+        applied = self.store.next_offsets(self.repartition_topic)
+        planned = self.planned(batch_id, self.repartition_topic)
+        records: dict[int, list[tuple[int, bytes | None]]] = {}
+        if not planned.reads_nothing:
+            rows = unapplied(df, planned.replay_filter(applied)).select("partition", "offset", "value").collect()
+            for row in rows:
+                records.setdefault(row.partition, []).append((row.offset, row.value))
+        seen = {task: max(o for o, _ in rs) + 1 for task, rs in records.items()}
+        ends = planned.ends(seen, applied)
+        if not ends:
+            return
+
+        # 3. Each part admitted once, by the task's cursors.
+        entries: list[Entry] = []
+        changes: list[tuple[bytes, bytes]] = []
+        admitted = 0
+        for task, rs in sorted(records.items()):
+            parts = parts_of(sorted(rs, key=lambda r: r[0]))
+            before = self._cursors(task, {p.partition for p in parts})
+            done = admit_all(before, parts)
+            admitted += len(done.parts)
+            changes += [entry for p in done.parts for entry in p.entries]
+            entries += _cursor_entries(self.input_topic, task, before, done.cursors)
+        entries += self.overlay(self.store, changes)
+        entries += [(task_offset_key(self.repartition_topic, t, t), encode_u64(o)) for t, o in sorted(ends.items())]
+
+        # 4. One transaction, then one WriteBatch.
+        committed, times = self._commit(entries, (), time.monotonic() - t0)
+        # 5. Returning lets Spark commit its checkpoint.
+        if self.on_batch is not None:
+            self.on_batch(admitted, len(committed), times)
+
+    def _cursors(self, task: int, partitions: Iterable[int]) -> dict[int, Cursor]:
+        """The task's cursors on these input partitions, as its store holds them."""
+        partitions = sorted(partitions)
+        offsets = [task_offset_key(self.input_topic, p, task) for p in partitions]
+        parts = [task_part_key(self.input_topic, p, task) for p in partitions]
+        held = self.store.get_u64(offsets + parts)
+        return {p: Cursor(held[o], held.get(k, 0))
+                for p, o, k in zip(partitions, offsets, parts, strict=True) if o in held}
+
+
+def _cursor_entries(topic: str, task: int, before: dict[int, Cursor], after: dict[int, Cursor]) -> list[Entry]:
+    """The cursors a batch moved, as the task's keys (``restorer.codec``)."""
+    return [e for p, c in sorted(after.items()) if before.get(p) != c
+            for e in ((task_offset_key(topic, p, task), encode_u64(c.offset)),
+                      (task_part_key(topic, p, task), encode_u64(c.part)))]

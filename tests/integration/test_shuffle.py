@@ -1,0 +1,177 @@
+"""A shuffle's two stages on real Spark and Kafka, against an oracle of the orders fed.
+
+The input stage counts orders (a few malformed) per input partition over several batches;
+it is killed mid-transaction, then after its commit but before Spark's checkpoint, then
+started once more with its checkpoint lost, each time as a new process would be. The
+repartition topic then holds every share of an input offset once, the DLQ each malformed
+order once, and the stage's progress is the input's end.
+
+The task stage applies those parts to the drink counts in small batches (shares cut into
+parts that batches end between), killed after its changelog commit and after its store
+commit, its store lost once, and a share written to the repartition topic a second time
+cut otherwise (an input stage that lost its progress): the store and the changelog each
+hold the oracle's counts, every count in its task's changelog partition."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from restorer.catchup import bring_store_up_to_date
+from restorer.changelog import ChangelogWriter
+from restorer.codec import decode_u64
+from restorer.faults import FaultPlan
+from restorer.repartition import PartWriter, parts_of, resume_offsets
+from restorer.shuffle import admit_all, cut_share
+from restorer.store import Store
+from restorer.tasks import task_of
+from service.drills.recovery import stream
+from service.drink_count.counts import check_count
+from service.drink_count.shuffle import add_shares, shares_counter
+from service.engine.sink import SinkOptions
+from service.shuffle.input_stage import InputStageSink, StageOptions
+from service.shuffle.task_stage import TaskStageSink
+from tests.support.helpers import create_topic
+from topics.catalog import COMPACTED, REPARTITION
+from topics.kafka import KafkaConnection, end_offsets
+from topics.records import read_from
+
+TASKS, INPUTS = 3, 3
+
+
+class Crash(Exception):
+    """The stage's process dying at a fault point."""
+
+
+def crash() -> None:
+    raise Crash("killed at a fault point")
+
+
+def run_query(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: Path, per_batch: int, sink: Any) -> None:
+    query = (spark.readStream.format("kafka").options(**kafka.spark_options()).option("subscribe", topic)
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_batch))
+             .option("kafka.isolation.level", "read_committed").load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    with contextlib.suppress(Exception):  # the query's failure is the sink's, read by the caller
+        query.awaitTermination(300)
+
+
+def input_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], checkpoint: Path, fault: str | None,
+                per_batch: int = 400) -> BaseException | None:
+    """One life of the input stage: a new writer (fencing the last), a new sink, the query
+    from the checkpoint to the input's end; the sink's failure, if any."""
+    writer = PartWriter(kafka, topics["repartition"], TASKS, topics["orders"])
+    writer.start()
+    sink = InputStageSink(writer, shares_counter(), StageOptions(kafka, topics["orders"], topics["dlq"], checkpoint,
+                                                                 part_bytes=48), FaultPlan(fault, crash))
+    run_query(spark, kafka, topics["orders"], checkpoint, per_batch, sink)
+    if fault is None:
+        writer.close()  # a killed process leaves its transaction open: the next writer aborts it
+    return sink.failure
+
+
+def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state: Path, checkpoint: Path,
+               fault: str | None) -> BaseException | None:
+    """One life of the task stage owning every task: the store brought up to date with the
+    changelog (restored when lost), a new writer, the query to the repartition topic's end."""
+    store = Store(state)
+    changelog = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)))
+    try:
+        changelog.start()
+        bring_store_up_to_date(kafka, store, changelog, auto_restore=True, check_value=check_count)
+        sink = TaskStageSink(store, changelog, FaultPlan(fault, crash), SinkOptions(kafka, checkpoint),
+                             topics["repartition"], topics["orders"], add_shares)
+        run_query(spark, kafka, topics["repartition"], checkpoint, 7, sink)
+        return sink.failure
+    finally:
+        store.close()
+        if fault is None:
+            changelog.close()
+
+
+def make_topics(kafka: KafkaConnection) -> dict[str, str]:
+    stamp = time.time_ns()
+    topics = {name: f"sh-{name}-{stamp}" for name in ("orders", "repartition", "dlq", "changelog")}
+    create_topic(kafka, topics["orders"], INPUTS)
+    create_topic(kafka, topics["repartition"], TASKS, REPARTITION)
+    create_topic(kafka, topics["dlq"])
+    create_topic(kafka, topics["changelog"], TASKS, COMPACTED)
+    return topics
+
+
+@pytest.mark.spark
+def test_each_order_is_counted_once_through_both_stages_whatever_dies(
+        spark: Any, kafka: KafkaConnection, tmp_path: Path) -> None:
+    topics = make_topics(kafka)
+    records, expected, bad = stream(1500, 49)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for key, value in records:
+        producer.produce(topics["orders"], key=key, value=value)
+    assert producer.flush(30) == 0 and bad > 0
+
+    # The input stage, killed twice, then without its checkpoint.
+    checkpoint = tmp_path / "input-checkpoint"
+    assert isinstance(input_stage(spark, kafka, topics, checkpoint, "mid-transaction@2"), Crash)
+    assert isinstance(input_stage(spark, kafka, topics, checkpoint, "after-changelog-commit@1"), Crash)
+    shutil.rmtree(checkpoint)  # Spark reads from the input's start again, cut otherwise
+    assert input_stage(spark, kafka, topics, checkpoint, None, per_batch=250) is None
+
+    consumer = kafka.consumer()
+    try:
+        ends = {p: high for p, (_, high) in end_offsets(consumer, topics["orders"], list(range(INPUTS))).items()}
+    finally:
+        consumer.close()
+    assert resume_offsets(kafka, topics["repartition"], topics["orders"], range(INPUTS)) == ends
+    assert len(list(read_from(kafka, topics["dlq"]))) == bad
+    written = list(read_from(kafka, topics["repartition"]))
+    handed: dict[str, int] = {}
+    for task in range(TASKS):
+        parts = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        shares = [(p.partition, p.start, p.index) for p in parts]
+        assert len(shares) == len(set(shares)), "a share was handed on twice"
+        assert any(p.count > 1 for p in parts), "no share was cut into parts: the task stage's cursors go untried"
+        done = admit_all({}, parts)
+        assert len(done.parts) == len(parts) and {p: c.offset for p, c in done.cursors.items()} == ends
+        for p in done.parts:
+            for key, value in p.entries:
+                assert task_of(key, TASKS) == task
+                handed[key.decode()] = handed.get(key.decode(), 0) + decode_u64(value)
+    assert handed == expected
+
+    # A share of each task written again, cut otherwise: an input stage that lost its progress.
+    recut = {}
+    for task in range(TASKS):
+        parts = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        first = [p for p in parts if (p.partition, p.start) == (parts[0].partition, parts[0].start)]
+        recut[task] = cut_share(first[0].partition, first[0].start, first[0].end,
+                                [e for p in first for e in p.entries], 10_000)
+    again = PartWriter(kafka, topics["repartition"], TASKS, topics["orders"])
+    again.start()
+    again.publish(recut, {})
+    again.close()
+
+    # The task stage, killed after each of its commits, its store lost once.
+    state, checkpoint = tmp_path / "store", tmp_path / "task-checkpoint"
+    assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "after-changelog-commit@2"), Crash)
+    assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "after-store-commit@3"), Crash)
+    shutil.rmtree(state)
+    assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "after-store-commit@2"), Crash)
+    assert task_stage(spark, kafka, topics, state, checkpoint, None) is None
+
+    with Store(state, read_only=True) as store:
+        counts = {k.decode(): decode_u64(v) for k, v in store.items() if not k.startswith(b"\xff")}
+    assert counts == expected
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    for m in read_from(kafka, topics["changelog"]):
+        key = m.key() or b""
+        if not key.startswith(b"\xff"):
+            assert m.partition() == task_of(key, TASKS), f"{key!r} outside its task's partition"
+            latest[key] = (m.partition() or 0, m.value() or b"")
+    assert {k.decode(): decode_u64(v) for k, (_, v) in latest.items()} == expected
