@@ -88,7 +88,7 @@ def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state
         bring_store_up_to_date(kafka, store, changelog, auto_restore=True, check_value=check_count)
         sink = TaskStageSink(store, changelog, FaultPlan(fault, crash), SinkOptions(kafka, checkpoint),
                              topics["repartition"], topics["orders"], add_shares)
-        run_query(spark, kafka, topics["repartition"], checkpoint, 7, sink)
+        run_query(spark, kafka, topics["repartition"], checkpoint, 25, sink)
         return sink.failure
     finally:
         store.close()
