@@ -144,11 +144,13 @@ class TransactionalWriter:
         except KafkaException as exc:
             err = exc.args[0]
             failures = delivered.failures
-            if is_fenced(err):
-                raise Fenced(f"another instance took over the {self.what} (this one was fenced out: {err.str()}); "
+            # A commit can fail on the cluster's trouble and the abort after it on the
+            # fence a successor raised meanwhile: fenced all the same. Taken for the
+            # cluster's trouble, it would start again as the writer and fence the successor.
+            fence = err if is_fenced(err) else self._abort() if err.txn_requires_abort() else None
+            if fence is not None:
+                raise Fenced(f"another instance took over the {self.what} (this one was fenced out: {fence.str()}); "
                              "it commits nothing more, its store as of its last committed batch") from None
-            if err.txn_requires_abort():
-                self._abort()
             text = f"the {self.what} transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
             if cluster_trouble_in(err, failures):
                 # The cluster refused or lost the batch while it heals; whether or not it
@@ -165,11 +167,16 @@ class TransactionalWriter:
         then the last error is raised."""
         call_until(self.producer.commit_transaction, time.monotonic() + COMMIT_WAIT_S)
 
-    def _abort(self) -> None:
+    def _abort(self) -> KafkaError | None:
+        """Abort the transaction; the fence when the abort found this writer fenced."""
         try:
             self.producer.abort_transaction(TXN_TIMEOUT_S)
         except KafkaException as exc:
-            log.warning("aborting the %s transaction failed: %s", self.what, exc.args[0].str())
+            err = exc.args[0]
+            if is_fenced(err):
+                return err
+            log.warning("aborting the %s transaction failed: %s", self.what, err.str())
+        return None
 
     def close(self) -> None:
         err = close_transactional(self.producer)
