@@ -52,8 +52,10 @@ DEFAULT_DLQ_RECORD_BYTES = 1_000_000
 @dataclass
 class BatchAggregate:
     deltas: dict[str, int] = field(default_factory=dict)
-    # The same deltas per input partition, when counted by partition (a shuffle's input stage).
+    # The same deltas per input partition, when counted by partition (a shuffle's input
+    # stage), and the good orders of each.
     partition_deltas: dict[int, dict[str, int]] = field(default_factory=dict)
+    partition_orders: dict[int, int] = field(default_factory=dict)
     good_orders: int = 0
     bad: list[BadRecord] = field(default_factory=list)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> highest offset + 1
@@ -112,7 +114,8 @@ class Tally:
         self.max_name_bytes, self.dlq_record_bytes = max_name_bytes, dlq_record_bytes
         self.by_partition = by_partition
         self.groups: dict[int | None, dict[str, int]] = {}  # input partition (None: all) -> drink -> sum
-        self.good = self.large = 0
+        self.good: dict[int | None, int] = {}  # input partition (None: all) -> good orders
+        self.large = 0
         self.highest: dict[int, int] = {}
         self.bad: list[BadRecord] = []
         self.budget = CarryBudget()
@@ -122,17 +125,18 @@ class Tally:
             return
         track_highest(rows.partitions, rows.offsets, self.highest)
         if not self.by_partition:
-            self._add(rows, self.groups.setdefault(None, {}))
+            self._add(rows, None)
             return
         for p, part in rows.by_partition():
-            self._add(part, self.groups.setdefault(p, {}))
+            self._add(part, p)
 
-    def _add(self, rows: OrderRows, totals: dict[str, int]) -> None:
+    def _add(self, rows: OrderRows, group: int | None) -> None:
+        totals = self.groups.setdefault(group, {})
         # The clean majority on a shorter path that counts only what count_drinks
         # counts, and the same (tests/unit/service/records/test_orders.py checks both on any bytes);
         # the rest, marked rows among them (their value did not travel), below.
         counted, rest = count_plain(rows.values, self.max_name_bytes, totals)
-        self.good += counted
+        good = counted
         for i in rest:
             if rows.marks is not None and rows.marks[i]:
                 self.large += 1
@@ -146,9 +150,11 @@ class Tally:
             except Exception as exc:  # total per record: see the module docstring
                 self.bad.append(self._bad(rows, i, internal_reason(exc)))
                 continue
-            self.good += 1
+            good += 1
             for drink, qty in drinks.items():
                 totals[drink] = totals.get(drink, 0) + qty
+        if good:
+            self.good[group] = self.good.get(group, 0) + good
 
     def _bad(self, rows: OrderRows, i: int, reason: str) -> BadRecord:
         key, raw = rows.key_at(i), rows.values[i]
@@ -163,8 +169,7 @@ class Tally:
         """The partial rows, as ``merge_partials`` reads them."""
         out = [partial_row(DRINK, name=drink, n=qty, partition=p) for p, totals in self.groups.items()
                for drink, qty in totals.items()]
-        if self.good:
-            out.append(partial_row(ORDERS, n=self.good))
+        out += [partial_row(ORDERS, n=n, partition=p) for p, n in self.good.items()]
         if self.large:
             out.append(partial_row(LARGE, n=self.large))
         out += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
@@ -226,6 +231,8 @@ def merge_partials(rows: Iterable[Mapping[str, Any]]) -> BatchAggregate:
                 of[row["name"]] = of.get(row["name"], 0) + row["n"]
         elif kind == ORDERS:
             agg.good_orders += row["n"]
+            if row["partition"] is not None:
+                agg.partition_orders[row["partition"]] = agg.partition_orders.get(row["partition"], 0) + row["n"]
         elif kind == LARGE:
             agg.large += row["n"]
         elif kind == OFFSET:
@@ -283,8 +290,8 @@ def _checked(agg: BatchAggregate, by_partition: bool) -> BatchAggregate:
         for deltas in agg.partition_deltas.values():
             for drink, n in deltas.items():
                 summed[drink] = summed.get(drink, 0) + n
-        if summed != agg.deltas:
-            raise RuntimeError("a batch counted by partition has deltas no partition holds")
+        if summed != agg.deltas or sum(agg.partition_orders.values()) != agg.good_orders:
+            raise RuntimeError("a batch counted by partition has deltas or orders no partition holds")
     return agg
 
 
@@ -319,6 +326,7 @@ class JvmCount:
     the unclean rows it carried (none when some task could not carry its own)."""
 
     counts: dict[int | None, dict[str, int]]  # input partition (None: all) -> drink -> sum
+    group_orders: dict[int | None, int]  # input partition (None: all) -> clean orders
     orders: int
     unclean: int
     overflow: bool
@@ -329,7 +337,7 @@ class JvmCount:
         """The partial rows of what the gate counted, and every partition's highest offset."""
         rows = [partial_row(DRINK, name=drink, n=n, partition=p) for p, counts in self.counts.items()
                 for drink, n in counts.items()]
-        rows.append(partial_row(ORDERS, n=self.orders))
+        rows += [partial_row(ORDERS, n=n, partition=p) for p, n in self.group_orders.items()]
         rows += [partial_row(OFFSET, n=top, partition=p) for p, top in self.highest.items()]
         return rows
 
@@ -340,11 +348,14 @@ def read_gate_count(blob: bytes) -> JvmCount:
     r = BlobReader(blob, "the gate's count")
     orders, unclean, overflow = r.unpack(">qqb")
     counts: dict[int | None, dict[str, int]] = {}
+    group_orders: dict[int | None, int] = {}
     for _ in range(r.count()):
-        (group,) = r.unpack(">i")
-        if group < -1:
-            raise ValueError(f"the gate's count names partition {group}")
-        sums = counts.setdefault(None if group == -1 else group, {})
+        group, group_clean = r.unpack(">iq")
+        if group < -1 or group_clean < 0:
+            raise ValueError(f"the gate's count names partition {group} with {group_clean} orders")
+        key = None if group == -1 else group
+        group_orders[key] = group_orders.get(key, 0) + group_clean
+        sums = counts.setdefault(key, {})
         for _ in range(r.count()):
             name = r.take(r.count()).decode("latin-1")  # the gate's names are ASCII
             sums[name] = sums.get(name, 0) + r.unpack(">q")[0]
@@ -363,9 +374,9 @@ def read_gate_count(blob: bytes) -> JvmCount:
         keys.append(r.optional())
         values.append(r.optional())
     r.done()
-    if overflow not in (0, 1) or orders < 0 or unclean < 0:
+    if overflow not in (0, 1) or orders < 0 or unclean < 0 or sum(group_orders.values()) != orders:
         raise ValueError("the gate's count is out of range")
-    return JvmCount(counts, orders, unclean, bool(overflow), highest,
+    return JvmCount(counts, group_orders, orders, unclean, bool(overflow), highest,
                     OrderRows(values, partitions, offsets, keys.__getitem__))
 
 

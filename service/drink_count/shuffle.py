@@ -6,12 +6,13 @@ to each drink's count."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
-from restorer.codec import U64_MAX, Entry, decode_u64, encode_u64
+from restorer.codec import U64_MAX, Entry, decode_u64, encode_u64, meta_key
 from restorer.store import Store
 from service.drink_count.aggregate import DEFAULT_DLQ_RECORD_BYTES, aggregate_batch
-from service.drink_count.counts import drink_key
+from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_key
 from service.drink_count.sink import checked_sum
 from service.records.limits import MAX_NAME_BYTES
 from service.shuffle.input_stage import Count, StageBatch
@@ -26,6 +27,15 @@ def shares_counter(max_name_bytes: int = MAX_NAME_BYTES, dlq_record_bytes: int =
         agg = aggregate_batch(df, applied, max_name_bytes, dlq_record_bytes, by_partition=True)
         shares = {p: [(drink_key(d), _delta(d, n)) for d, n in sorted(deltas.items())]
                   for p, deltas in agg.partition_deltas.items()}
+        bad = Counter(b.partition for b in agg.bad)
+        # The counters travel like drinks: each partition's good and bad orders, to the
+        # counter's task.
+        for p in sorted({*agg.partition_orders, *bad}):
+            shares.setdefault(p, [])
+            if agg.partition_orders.get(p):
+                shares[p].append((meta_key(PROCESSED_ORDERS), encode_u64(agg.partition_orders[p])))
+            if bad[p]:
+                shares[p].append((meta_key(BAD_ORDERS), encode_u64(bad[p])))
         return StageBatch(shares, agg.next_offsets, agg.bad, agg.good_orders)
     return count
 
@@ -38,12 +48,13 @@ def _delta(drink: str, n: int) -> bytes:
 
 
 def add_shares(store: Store, changes: list[tuple[bytes, bytes]]) -> list[Entry]:
-    """Each drink's absolute count once ``changes`` (its store key, cups added) are added."""
+    """Each drink's and counter's absolute count once ``changes`` (its store key, the
+    count added) are added."""
     added: dict[bytes, int] = {}
     for key, delta in changes:
         added[key] = added.get(key, 0) + decode_u64(delta)
     current = store.get_u64(list(added))
     out: list[Entry] = []
     for key, n in added.items():
-        out.append((key, encode_u64(checked_sum(current.get(key, 0), n, f"drink {key[:40]!r}"))))
+        out.append((key, encode_u64(checked_sum(current.get(key, 0), n, f"{key[:40]!r}"))))
     return out

@@ -22,7 +22,8 @@
  *
  * Blob out, big-endian: long orders, long unclean, byte overflow (1: some task left
  * rows it could not carry, and none are carried); int groups, then each: int partition
- * (-1: every partition's), int drinks, then each: int length, the name's bytes, long sum;
+ * (-1: every partition's), long orders (the group's clean ones), int drinks, then each:
+ * int length, the name's bytes, long sum;
  * int partitions, then each: int partition, long highest offset; int carried, then each:
  * int partition, long offset, int key length (-1 for null), key, int value length (-1
  * for null), value.
@@ -99,6 +100,7 @@ public final class GateCount {
             out.writeInt(groups.size());
             for (Map.Entry<Integer, GateTotals.Totals> group : groups.entrySet()) {
                 out.writeInt(group.getKey());
+                out.writeLong(group.getValue().getOrders());
                 Map<String, Long> counts = group.getValue().getCounts();
                 out.writeInt(counts.size());
                 for (Map.Entry<String, Long> drink : counts.entrySet()) {

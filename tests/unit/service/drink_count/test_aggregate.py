@@ -123,15 +123,17 @@ def test_the_default_bound_sends_orders_up_to_3355_bytes_unmeasured() -> None:
     assert small_row_bytes("2147483647", "10000") is None
 
 
-def gate_blob(counts: dict[int | None, dict[str, int]], orders: int, unclean: int, overflow: bool,
+def gate_blob(counts: dict[int | None, tuple[int, dict[str, int]]], unclean: int, overflow: bool,
               highest: dict[int, int], carried: list[tuple[bytes | None, bytes | None, int, int]]) -> bytes:
-    """GateCount's blob as GateCount.java writes it (its layout is stated there)."""
+    """GateCount's blob as GateCount.java writes it (its layout is stated there): per
+    group (partition, None for all), its clean orders and its sums."""
     def optional(b: bytes | None) -> bytes:
         return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
 
+    orders = sum(n for n, _ in counts.values())
     out = struct.pack(">qqb", orders, unclean, overflow) + struct.pack(">i", len(counts))
-    for group, sums in counts.items():
-        out += struct.pack(">ii", -1 if group is None else group, len(sums))
+    for group, (clean, sums) in counts.items():
+        out += struct.pack(">iqi", -1 if group is None else group, clean, len(sums))
         for name, n in sums.items():
             raw = name.encode("latin-1")
             out += struct.pack(">i", len(raw)) + raw + struct.pack(">q", n)
@@ -148,25 +150,26 @@ _rows = st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.bi
 
 
 @given(counts=st.dictionaries(st.none() | _i32,
-                              st.dictionaries(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E),
-                                                      min_size=1), _i64, max_size=6), max_size=3),
-       orders=_i64, unclean=_i64, overflow=st.booleans(), highest=st.dictionaries(_i32, _i64, max_size=4),
-       carried=_rows)
-def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[int | None, dict[str, int]], orders: int,
-                                                        unclean: int,
-                                                        overflow: bool, highest: dict[int, int],
+                              st.tuples(st.integers(0, 2**60),
+                                        st.dictionaries(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+                                                                min_size=1), _i64, max_size=6)), max_size=3),
+       unclean=_i64, overflow=st.booleans(), highest=st.dictionaries(_i32, _i64, max_size=4), carried=_rows)
+def test_the_gate_count_reads_back_what_the_jvm_wrote(counts: dict[int | None, tuple[int, dict[str, int]]],
+                                                        unclean: int, overflow: bool, highest: dict[int, int],
                                                         carried: list[tuple[bytes | None, bytes | None, int, int]]
                                                         ) -> None:
-    got = read_gate_count(gate_blob(counts, orders, unclean, overflow, highest, carried))
-    assert (got.counts, got.orders, got.unclean, got.overflow, got.highest) == (counts, orders, unclean, overflow,
-                                                                                highest)
+    got = read_gate_count(gate_blob(counts, unclean, overflow, highest, carried))
+    assert (got.counts, got.group_orders, got.unclean, got.overflow, got.highest) == (
+        {g: sums for g, (_, sums) in counts.items()}, {g: n for g, (n, _) in counts.items()}, unclean, overflow,
+        highest)
+    assert got.orders == sum(n for n, _ in counts.values())
     rows = got.carried
     assert [(rows.key_at(i), rows.values[i], rows.partitions[i], rows.offsets[i])
             for i in range(len(rows.values))] == carried
 
 
-@given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({None: {"latte": 2}}, 1, len(rows), False, {0: 9},
-                                                                       rows)[:-1]))
+@given(blob=st.binary(max_size=80) | _rows.map(lambda rows: gate_blob({None: (1, {"latte": 2})}, len(rows), False,
+                                                                       {0: 9}, rows)[:-1]))
 def test_the_gate_count_reader_refuses_any_other_bytes_in_one_way(blob: bytes) -> None:
     """Total: a blob that is not one gives ValueError, never anything else."""
     with contextlib.suppress(ValueError):
@@ -200,18 +203,20 @@ def test_counted_by_partition_each_partition_holds_its_own_orders(
     keys, values, partitions, offsets = (list(c) for c in zip(*rows, strict=True))
     whole = merge_partials(count_rows(OrderRows(values, partitions, offsets, keys.__getitem__),
                                       dlq_record_bytes=dlq_record_bytes))
-    oracle = {}
+    oracle, orders = {}, {}
     for p in set(partitions):
         mine = [r for r in rows if r[2] == p]
         ks, vs, ps, os_ = (list(c) for c in zip(*mine, strict=True))
-        alone = merge_partials(count_rows(OrderRows(vs, ps, os_, ks.__getitem__))).deltas
-        if alone:
-            oracle[p] = alone
+        alone = merge_partials(count_rows(OrderRows(vs, ps, os_, ks.__getitem__)))
+        if alone.deltas:
+            oracle[p] = alone.deltas
+        orders[p] = alone.good_orders
     by_driver = merge_partials(count_rows(OrderRows(values, partitions, offsets, keys.__getitem__),
                                           dlq_record_bytes=dlq_record_bytes, by_partition=True))
     (arrow,) = partial_counts(iter([batch(rows)]), dlq_record_bytes=dlq_record_bytes, by_partition=True)
     by_workers = merge_partials(arrow.to_pylist())
     for agg in (by_driver, by_workers):
         assert agg.partition_deltas == oracle
+        assert agg.partition_orders == {p: n for p, n in orders.items() if n}
         assert (agg.deltas, agg.good_orders, agg.next_offsets, agg.bad) == (whole.deltas, whole.good_orders,
                                                                             whole.next_offsets, whole.bad)
