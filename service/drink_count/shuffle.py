@@ -36,7 +36,7 @@ def shares_counter(max_name_bytes: int = MAX_NAME_BYTES, dlq_record_bytes: int =
                 shares[p].append((meta_key(PROCESSED_ORDERS), encode_u64(agg.partition_orders[p])))
             if bad[p]:
                 shares[p].append((meta_key(BAD_ORDERS), encode_u64(bad[p])))
-        return StageBatch(shares, agg.next_offsets, agg.bad, agg.good_orders)
+        return StageBatch(shares, agg.next_offsets, agg.bad)
     return count
 
 

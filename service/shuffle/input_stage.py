@@ -47,7 +47,6 @@ class StageBatch:
     shares: dict[int, list[tuple[bytes, bytes]]] = field(default_factory=dict)  # partition -> (state key, delta)
     seen: dict[int, int] = field(default_factory=dict)  # partition -> its highest offset among the rows + 1
     bad: list[BadRecord] = field(default_factory=list)
-    good: int = 0
 
 
 # The wing's count of a batch's rows above the given next offsets (a replay filter).
