@@ -96,6 +96,10 @@ def task_part_key(topic: str, partition: int, task: int) -> bytes:
     return _TASK_PART + topic.encode() + b"\x00" + str(partition).encode() + b"\x00" + str(task).encode()
 
 
+def task_part_prefix() -> bytes:
+    return _TASK_PART
+
+
 def task_offset_prefix(topic: str) -> bytes:
     return _TASK_OFFSET + topic.encode() + b"\x00"
 

@@ -32,6 +32,7 @@ from restorer.codec import (
     published_prefixes,
     route_prefix,
     task_offset_prefix,
+    task_part_prefix,
 )
 from restorer.file_lock import lock_folder
 from topics.errors import BrewError, disk_problem
@@ -127,6 +128,11 @@ class Store:
         """The next input offset to apply, per partition of ``topic``."""
         found = self.scan(offset_prefix(topic)) + self.scan(task_offset_prefix(topic))
         return decode_entries(found).next_offsets(topic)
+
+    def counted_through_shuffle(self) -> bool:
+        """Whether a task of this store has applied a part of a shuffle: it holds a part
+        cursor (``codec.task_part_key``)."""
+        return bool(self.scan(task_part_prefix()))
 
     def positions(self) -> dict[int, int]:
         """How far into each changelog partition this store has applied."""

@@ -30,6 +30,11 @@ settings.register_profile("brewstream", deadline=None, suppress_health_check=[He
 settings.load_profile("brewstream")
 
 
+# The session's brokers keep nothing past it (their data dirs are temp dirs): a controlled
+# shutdown that drags, three nodes at once losing their quorum, is cut short by a SIGKILL.
+SESSION_END_STOP_S = 5.0
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]:
     """The broker under test: KAFKA_BOOTSTRAP when set, else a fresh sandbox on a free
@@ -43,7 +48,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaConnection]
     try:
         yield KafkaConnection(box.bootstrap)
     finally:
-        down(box)
+        down(box, SESSION_END_STOP_S)
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +62,7 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterU
     try:
         yield ClusterUnderTest(kc, kc.layout())
     finally:
-        kafka_cluster_sandbox.down(kc)
+        kafka_cluster_sandbox.down(kc, SESSION_END_STOP_S)
 
 
 @pytest.fixture

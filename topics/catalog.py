@@ -17,6 +17,7 @@ DLQ_REPLAYS = "brew.orders.dlq-replays"
 MENU = "brew.menu.v1"
 REVENUE_CHANGELOG = "brew.revenue-changelog"
 REVENUE_DLQ = "brew.revenue.dlq"
+DRINK_COUNT_REPARTITION = "brew.drink-count-repartition"
 
 # Compaction tuned to be observable on small volumes, as in the seed sandbox: segments
 # roll every minute and any dirt makes a segment cleanable. Production clusters want
@@ -75,6 +76,8 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(MENU, "menu: a drink's price from its event time on", MENU_VERSIONS),
     TopicSpec(REVENUE_CHANGELOG, "revenue state changelog", COMPACTED, tasks=True),
     TopicSpec(REVENUE_DLQ, "orders the revenue pipeline cannot price"),
+    # `run --shuffle`'s parts, one partition per task as in the changelog.
+    TopicSpec(DRINK_COUNT_REPARTITION, "drink-count shuffle: each task's parts", REPARTITION, tasks=True),
 )
 
 
@@ -136,6 +139,10 @@ class Topics:
     @property
     def revenue_dlq(self) -> str:
         return self.prefix + REVENUE_DLQ
+
+    @property
+    def drink_count_repartition(self) -> str:
+        return self.prefix + DRINK_COUNT_REPARTITION
 
     def spec(self, name: str) -> TopicSpec:
         """The spec of one of these topics, by its full name."""

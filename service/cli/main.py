@@ -407,13 +407,19 @@ def run_config(conn: KafkaConnection, topic_prefix: str, state_dir: Path, checkp
 @click.option("--flush", "flush_s", type=DURATION, default="5s", show_default=True,
               help="Interval of the top-N board (stdout and brew.drink-counts).")
 @click.option("--top-n", type=click.IntRange(min=1), default=10, show_default=True, help="Rows on the board.")
-def run_cmd(flush_s: float, top_n: int, **common: Any) -> int:
+@click.option("--shuffle", is_flag=True,
+              help="Count through the repartition topic (brew.drink-count-repartition): an input stage hands each "
+                   "task its drinks, and the tasks add them up. A store counted without it is taken over as it is; "
+                   "one counted with it needs it from then on.")
+def run_cmd(flush_s: float, top_n: int, shuffle: bool, **common: Any) -> int:
     """The drink-count daemon: brew.orders.v1 -> exact counts in RocksDB + changelog, top-N board."""
+    from dataclasses import replace
+
     from service.drink_count.pipeline import BoardConfig, run
 
     if flush_s <= 0:
         raise click.BadParameter("--flush must be above 0")
-    return run(run_config(**common), BoardConfig(flush_s, top_n))
+    return run(replace(run_config(**common), shuffle=shuffle), BoardConfig(flush_s, top_n))
 
 
 @cli.command("windows", context_settings=CONTEXT)

@@ -5,19 +5,27 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from restorer.codec import decode_u64, meta_key
+from restorer.store import Store
 from service.dlq.records import warn_internal
 from service.drink_count.aggregate import aggregate_batch
 from service.drink_count.board import BoardFlusher
+from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS
 from service.drink_count.http import routes
+from service.drink_count.shuffle import add_shares, shares_counter
 from service.drink_count.sink import BatchReport, DrinkCountSink
 from service.drink_count.wing import WING
-from service.engine.contract import Pipeline, RunConfig
+from service.engine.contract import Pipeline, RunConfig, Shuffled
 from service.engine.runner import run_pipeline
 from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
+from service.shuffle.stage_run import InputStageRun
+from service.shuffle.task_stage import TaskBatch, TaskStageSink
+from topics.errors import BrewError
+from topics.kafka import max_record_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +44,7 @@ DEFAULT_BOARD = BoardConfig()
 
 def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
     t = cfg.topics
-    return Pipeline(
+    direct = Pipeline(
         wing=WING, input_topic=WING.input_topic(t), changelog_topic=WING.changelog_topic(t),
         dlq_topic=WING.dlq_topic(t),
         output_topics=(t.counts,),
@@ -49,7 +57,51 @@ def pipeline(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD) -> Pipeline:
         batch_module="service.drink_count.aggregate",
         dry_run=lambda df: aggregate_batch(df, {}, cfg.max_name_bytes),
         routes=routes(),
+        check=None if cfg.shuffle else refuse_shuffled,
     )
+    return shuffled(direct, cfg) if cfg.shuffle else direct
+
+
+def shuffled(direct: Pipeline, cfg: RunConfig) -> Pipeline:
+    """drink-count behind a shuffle (``service.shuffle``): the input stage counts the orders
+    per input partition and drink and hands each task its share through the repartition
+    topic; the pipeline's own query reads that topic and adds the shares to the counts.
+    The store, its changelog, the board and the queries are the direct pipeline's."""
+    t = cfg.topics
+
+    def report(b: TaskBatch, metrics: Metrics) -> None:
+        orders = bad = drinks = 0
+        for key, delta in b.changes:
+            if key == meta_key(PROCESSED_ORDERS):
+                orders += decode_u64(delta)
+            elif key == meta_key(BAD_ORDERS):
+                bad += decode_u64(delta)
+            else:
+                drinks += 1
+        fields = {"batch_id": b.batch_id, "seq": b.seq, "orders": orders, "bad": bad, "drinks": drinks,
+                  "parts": b.parts, **b.times.fields()}
+        log.info(BATCH_LINE, b.batch_id, b.seq, orders, bad, drinks, b.times, extra=fields)
+        metrics.orders.labels(metrics.pipeline).inc(orders)
+        metrics.batch_committed(time.time(), orders + bad, {}, b.committed, b.times.phases())
+
+    return replace(
+        direct, input_topic=t.drink_count_repartition,
+        make_sink=lambda store, changelog, faults, metrics, options: TaskStageSink(
+            store, changelog, faults, options, t.drink_count_repartition, t.orders, add_shares,
+            on_batch=lambda b: report(b, metrics)),
+        dry_run=lambda df: df.count(),
+        shuffled=Shuffled(t.orders, lambda: InputStageRun(
+            cfg, t.orders, t.drink_count_repartition, t.dlq, shares_counter(cfg.max_name_bytes),
+            max_record_bytes(cfg.conn, t.dlq))),
+    )
+
+
+def refuse_shuffled(store: Store) -> None:
+    """A store counted through the shuffle holds each task's cursors, which the direct
+    pipeline would not keep: its counts would go wrong, so it is refused."""
+    if store.counted_through_shuffle():
+        raise BrewError("this store was counted through the shuffle (run --shuffle), and the direct pipeline cannot "
+                        "go on from it: start brewstream run with --shuffle")
 
 
 def run(cfg: RunConfig, board: BoardConfig = DEFAULT_BOARD, spark: SparkSession | None = None) -> int:

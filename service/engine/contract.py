@@ -25,7 +25,9 @@ from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:  # what only the annotations name: the CLI imports this module at start
-    from pyspark.sql import DataFrame
+    import threading
+
+    from pyspark.sql import DataFrame, SparkSession
 
     from restorer.changelog import ChangelogWriter
     from restorer.faults import FaultPlan
@@ -99,6 +101,7 @@ class RunConfig:
     min_partitions: int | None = None  # Spark's Kafka minPartitions: tasks per batch, at least
     changelog_check_s: float = CHANGELOG_CHECK_S  # how often the changelog's settings are asked
     http_advertise: str | None = None  # HOST:PORT other instances forward queries to (``ops.forward``)
+    shuffle: bool = False  # through a repartition topic (``service.shuffle``), where the pipeline has one
 
 
 class BatchSink(Protocol):
@@ -121,6 +124,32 @@ class BatchSink(Protocol):
 
     @property
     def fenced(self) -> bool: ...
+
+
+class InputStage(Protocol):
+    """A shuffle's input stage (``service.shuffle``): the query over the source topic that
+    hands each task its share through the repartition topic, which the pipeline's own query
+    then reads as its input. One per active spell: ``start`` fences the last one."""
+
+    def start(self, spark: SparkSession, store: Store) -> None: ...
+
+    def run_to_end(self, stop: threading.Event) -> None:
+        """Available-now: until it has handed on the source's backlog (or ``stop``)."""
+
+    def check(self) -> None:
+        """Raise what stopped it: its own refusal (a ``BrewError``), Kafka's trouble
+        (``KafkaUnavailable``), or any other failure as a ``BrewError`` in one line."""
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Shuffled:
+    """A pipeline behind a shuffle: what its input stage reads, and a new stage for each
+    active spell."""
+
+    source_topic: str
+    new_stage: Callable[[], InputStage]
 
 
 class Reporter(Protocol):
@@ -157,6 +186,13 @@ class Pipeline:
     # Then, once this instance is the changelog's only writer, before Spark starts: may
     # commit a repair through ``restorer.commit``.
     prepare: Callable[[Store, ChangelogWriter], object] | None = None
+    # Behind a shuffle (``run --shuffle``): ``input_topic`` is the repartition topic.
+    shuffled: Shuffled | None = None
+
+    @property
+    def source_topic(self) -> str:
+        """Where its records come from: its input, or its input stage's source."""
+        return self.shuffled.source_topic if self.shuffled is not None else self.input_topic
 
     @property
     def name(self) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from service.engine.contract import BatchSink, Pipeline, RunConfig
+    from service.engine.contract import BatchSink, InputStage, Pipeline, RunConfig
 
 log = logging.getLogger("brewstream")
 
@@ -44,18 +45,31 @@ QUERY_RESTARTS = 3
 
 def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink, store: Store,
               changelog: ChangelogWriter, metrics: Metrics, input_partitions: list[int], stop: threading.Event,
-              lost: Callable[[], str | None], on_started: Callable[[StreamingQuery], None]) -> str | None:
+              lost: Callable[[], str | None], on_started: Callable[[StreamingQuery], None],
+              beside: InputStage | None = None) -> str | None:
     """Start the query and wait for it, until ``stop`` or an available-now run's end; start
     it again from the store's offsets where a restart can help. ``lost`` says why this
-    instance no longer holds the lease (its sink is then fenced)."""
+    instance no longer holds the lease (its sink is then fenced). ``beside``: a shuffle's
+    input stage, started first (with available-now, run to its end first: the pipeline's
+    query then reads all it handed on); what stops it stops this query (``InputStage.check``)."""
+    if beside is not None:
+        beside.start(spark, store)
+        if cfg.available_now:
+            beside.run_to_end(stop)
     for attempt in range(QUERY_RESTARTS + 1):
-        start = start_point(cfg.conn, store, p.input_topic, cfg.checkpoint_dir, input_partitions)
+        start = start_point(cfg.conn, store.next_offsets(p.input_topic), p.input_topic, cfg.checkpoint_dir,
+                            input_partitions)
         log.info(READY_LINE, p.name, p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir,
                  start.reason)
         committed = sink.seq
-        query = start_query(spark, p, cfg, sink, start)
+        query = start_query(spark, p.input_topic, cfg, sink, start, cfg.checkpoint_dir, p.name, p.reader_options)
         on_started(query)
-        failure = wait(query, sink, store, stop, lost)
+        try:
+            failure = wait(query, sink, store, stop, lost, beside)
+        except BaseException:
+            sink.close(STOP_WAIT_S)
+            stop_quietly(query.stop)
+            raise
         if stop.is_set() and not sink.close(STOP_WAIT_S):
             log.warning("the batch in flight did not finish within %.0fs; stopping it (the next start does it "
                         "again)", STOP_WAIT_S)
@@ -84,8 +98,10 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
     return None
 
 
-def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir: Path,
-                 partitions: list[int]) -> StartPoint:
+def start_point(conn: KafkaConnection, applied: Mapping[int, int], topic: str, checkpoint_dir: Path,
+                partitions: list[int]) -> StartPoint:
+    """Where a query over ``topic`` starts, given what its state has ``applied`` (the next
+    offset per partition): its checkpoint, unless damaged, lost or ahead of the state."""
     problem = checkpoint_problem(checkpoint_dir, topic)
     if problem is not None:
         log.warning("the Spark checkpoint in %s is damaged (%s); dropping it: the store's offsets say where to "
@@ -97,7 +113,7 @@ def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir:
     finally:
         consumer.close()
     checkpoint = checkpoint_resume_offsets(checkpoint_dir, topic)
-    start = choose_start(topic, partitions, store.next_offsets(topic), earliest, checkpoint)
+    start = choose_start(topic, partitions, applied, earliest, checkpoint)
     if checkpoint is not None and not start.use_checkpoint:
         log.warning(start.reason)
         drop_checkpoint(checkpoint_dir)
@@ -109,11 +125,11 @@ def start_point(conn: KafkaConnection, store: Store, topic: str, checkpoint_dir:
     return start
 
 
-def source_options(p: Pipeline, cfg: RunConfig) -> dict[str, str]:
-    """Spark's Kafka source for the pipeline's input, for the query and a standby's warm-up
-    alike: brewstream's settings, then the connection's (--kafka-config's win), then the
-    pipeline's own."""
-    return {**SOURCE_DEFAULTS, **cfg.conn.spark_options(), "subscribe": p.input_topic, **p.reader_options}
+def source_options(topic: str, cfg: RunConfig, extra: Mapping[str, str]) -> dict[str, str]:
+    """Spark's Kafka source for ``topic``, for the queries and a standby's warm-up alike:
+    brewstream's settings, then the connection's (--kafka-config's win), then ``extra``
+    (the pipeline's own)."""
+    return {**SOURCE_DEFAULTS, **cfg.conn.spark_options(), "subscribe": topic, **extra}
 
 
 # One attempt of the driver's admin client (listing the latest offsets): the request
@@ -168,9 +184,12 @@ def batch_limits(cfg: RunConfig) -> dict[str, str]:
     return limits
 
 
-def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSink,
-                 start: StartPoint) -> StreamingQuery:
-    reader = spark.readStream.format("kafka").options(**source_options(p, cfg))
+def start_query(spark: SparkSession, topic: str, cfg: RunConfig, sink: Callable[[DataFrame, int], None],
+                start: StartPoint, checkpoint_dir: Path, name: str,
+                extra: Mapping[str, str] = MappingProxyType({})) -> StreamingQuery:
+    """A query over ``topic`` into ``sink`` (a foreachBatch function), from ``start``, with
+    its checkpoint in ``checkpoint_dir``, its batches bounded and triggered as ``cfg`` says."""
+    reader = spark.readStream.format("kafka").options(**source_options(topic, cfg, extra))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)
@@ -180,8 +199,8 @@ def start_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, sink: BatchSin
         # Each task still returns partial rows for its own range only, so the merge on
         # the driver is the same (and as exact) whatever the split.
         reader = reader.option("minPartitions", str(cfg.min_partitions))
-    writer = (reader.load().writeStream.queryName(p.name).foreachBatch(sink)
-              .option("checkpointLocation", str(cfg.checkpoint_dir)))
+    writer = (reader.load().writeStream.queryName(name).foreachBatch(sink)
+              .option("checkpointLocation", str(checkpoint_dir)))
     if cfg.available_now:
         writer = writer.trigger(availableNow=True)
     else:
@@ -222,7 +241,7 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, only_with_recor
         p.dry_run(df)
 
     with tempfile.TemporaryDirectory(prefix="brewstream-warm-") as checkpoint:
-        query = (spark.readStream.format("kafka").options(**source_options(p, cfg))
+        query = (spark.readStream.format("kafka").options(**source_options(p.input_topic, cfg, p.reader_options))
                  .option("startingOffsets", json.dumps(start)).load()
                  .writeStream.foreachBatch(dry_run)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
@@ -287,15 +306,18 @@ STOP_WAIT_S = 60.0
 
 
 def wait(query: StreamingQuery, sink: BatchSink, store: Store, stop: threading.Event,
-         lost: Callable[[], str | None]) -> str | None:
+         lost: Callable[[], str | None], beside: InputStage | None = None) -> str | None:
     """Block until ``stop``, the end of an available-now run, a lost lease, a store deleted
-    under the daemon (``StoreGone``, the runner opens it again) or a failure (its whole text)."""
+    under the daemon (``StoreGone``, the runner opens it again) or a failure (its whole text);
+    what stopped the query ``beside`` is raised (``InputStage.check``)."""
     from py4j.protocol import Py4JError
     from pyspark.errors import StreamingQueryException
 
     while not stop.is_set():
         if isinstance(sink.failure, BrewError):  # e.g. raised on the windows ticker's thread
             return str(sink.failure)
+        if beside is not None:
+            beside.check()
         reason = lost()
         if reason is not None:
             sink.fence(reason)

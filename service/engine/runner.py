@@ -67,8 +67,13 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     """Run until SIGINT/SIGTERM (or the backlog is done with available-now); 0 on a clean stop."""
     conn = cfg.conn
     # Every topic is there (one line naming a missing one) before anything starts.
-    partitions = partitions_of_each(conn, [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics,
-                                           cfg.topics.instances])
+    partitions = partitions_of_each(conn, [p.source_topic, p.input_topic, p.changelog_topic, p.dlq_topic,
+                                           *p.output_topics, cfg.topics.instances])
+    if p.shuffled is not None and len(partitions[p.input_topic]) != len(partitions[p.changelog_topic]):
+        raise BrewError(f"the repartition topic {p.input_topic} has {len(partitions[p.input_topic])} partitions and "
+                        f"the changelog {p.changelog_topic} {len(partitions[p.changelog_topic])}: one per task in "
+                        f"both; delete {p.input_topic} and create it with `brewstream topics create --tasks "
+                        f"{len(partitions[p.changelog_topic])}`")
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
@@ -279,7 +284,8 @@ class Daemon:
     def topics(self) -> list[str]:
         """Every topic this instance reads or writes."""
         p = self.p
-        return [p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
+        source = [p.source_topic] if p.shuffled is not None else []
+        return [*source, p.input_topic, p.changelog_topic, p.dlq_topic, *p.output_topics, self.cfg.topics.instances]
 
     def _through_outages(self, step: Callable[[], T]) -> tuple[bool, T | None]:
         """``step``, done again after every outage of Kafka until it goes through
@@ -363,6 +369,7 @@ class Daemon:
         steps.done("lease")
         changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes,
                                     routing=p.wing.routing)
+        stage = p.shuffled.new_stage() if p.shuffled is not None else None
         try:
             changelog.start()  # fences any other writer of this changelog
             steps.done("fencing")
@@ -426,7 +433,7 @@ class Daemon:
             ended = False  # the query ended or failed by itself, not on Kafka's trouble
             try:
                 failure = run_query(p, cfg, spark, sink, store, changelog, self.metrics, self.input_partitions,
-                                    self.stop, lost, active)
+                                    self.stop, lost, active, stage)
                 ended = True
                 return failure
             finally:
@@ -440,6 +447,8 @@ class Daemon:
             self.lease.set_role(FENCED, holds_lease=False)
             raise
         finally:
+            if stage is not None:
+                stage.stop()
             changelog.close()
 
 

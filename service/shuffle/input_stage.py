@@ -94,9 +94,10 @@ class InputStageSink:
     """The input stage's sink (see the module): one batch at a time, none after ``close``
     or a failure."""
 
-    def __init__(self, writer: PartWriter, count: Count, options: StageOptions,
-                 faults: FaultPlan | None = None) -> None:
+    def __init__(self, writer: PartWriter, count: Count, options: StageOptions, faults: FaultPlan | None = None,
+                 on_batch: Callable[[int, StageBatch, int, int], None] | None = None) -> None:
         self.writer, self.count, self.options, self.faults = writer, count, options, faults
+        self.on_batch = on_batch  # (batch id, what was counted, tasks, parts), once committed
         self.progress = resume_offsets(options.conn, writer.topic, options.input_topic,
                                        partitions_of(options.conn, options.input_topic))
         self.batches = 0  # batches committed by this sink
@@ -136,6 +137,8 @@ class InputStageSink:
         self.writer.publish(parts, ends, bad, before_commit=lambda: reached("mid-transaction"))
         self.progress.update(ends)
         self.batches += 1
+        if self.on_batch is not None:
+            self.on_batch(batch_id, batch, self.writer.tasks, sum(map(len, parts.values())))
         reached("after-changelog-commit")
         # 4. Returning lets Spark commit its checkpoint.
 

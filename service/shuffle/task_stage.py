@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from restorer.changelog import ChangelogWriter
@@ -38,16 +39,28 @@ if TYPE_CHECKING:
 Overlay = Callable[[Store, list[tuple[bytes, bytes]]], list[Entry]]
 
 
+@dataclass(frozen=True)
+class TaskBatch:
+    """What one committed batch of the task stage applied."""
+
+    batch_id: int
+    seq: int
+    parts: int  # admitted
+    changes: list[tuple[bytes, bytes]]  # the admitted entries: a state key and its delta
+    committed: int  # changelog records
+    times: PhaseTimes
+
+
 class TaskStageSink(OrderedCommitSink):
     """The task stage's sink (see the module) for the tasks whose repartition partitions
     its query reads."""
 
     def __init__(self, store: Store, changelog: ChangelogWriter, faults: FaultPlan, options: SinkOptions,
                  repartition_topic: str, input_topic: str, overlay: Overlay,
-                 on_batch: Callable[[int, int, PhaseTimes], None] | None = None) -> None:
+                 on_batch: Callable[[TaskBatch], None] | None = None) -> None:
         super().__init__(store, changelog, faults, options)
         self.repartition_topic, self.input_topic, self.overlay = repartition_topic, input_topic, overlay
-        self.on_batch = on_batch  # (parts applied, entries committed, times)
+        self.on_batch = on_batch
 
     def _apply(self, df: DataFrame, batch_id: int) -> None:
         from service.spark.session import unapplied
@@ -84,7 +97,7 @@ class TaskStageSink(OrderedCommitSink):
         committed, times = self._commit(entries, (), time.monotonic() - t0)
         # 5. Returning lets Spark commit its checkpoint.
         if self.on_batch is not None:
-            self.on_batch(admitted, len(committed), times)
+            self.on_batch(TaskBatch(batch_id, self.seq, admitted, changes, len(committed), times))
 
     def _cursors(self, task: int, partitions: Iterable[int]) -> dict[int, Cursor]:
         """The task's cursors on these input partitions, as its store holds them."""

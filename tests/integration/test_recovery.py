@@ -13,13 +13,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from restorer.codec import StoreState, commit_prefix, decode_entries
-from restorer.store import Store
+from restorer.codec import commit_prefix, decode_entries
 from sandbox.broker import Sandbox, down, free_port, up
 from service.drink_count.pipeline import BoardConfig, run
 from service.engine.contract import RunConfig
-from tests.support.corpus import BAD_ORDERS
-from tests.support.drink_count import make_orders
+from tests.support.drink_count import assert_exact, feed_with_bad, make_orders, store_state
 from tests.support.helpers import (
     Pipeline,
     counts_json,
@@ -42,30 +40,9 @@ def run_now(pipe: Pipeline, spark: Any, dirs: dict[str, Path], **kw: Any) -> int
                BoardConfig(60), spark=spark)
 
 
-def store_state(state_dir: Path) -> StoreState:
-    with Store(state_dir / "store", read_only=True) as store:
-        return store.read_all()
-
-
 def changelog_commits(pipe: Pipeline) -> dict[int, int]:
     latest = {m.key(): m.value() for m in read_topic(pipe.conn, pipe.topics.changelog)}
     return decode_entries((k, v) for k, v in latest.items() if k.startswith(commit_prefix())).commits
-
-
-def feed_with_bad(pipe: Pipeline, n: int, seed: int) -> list[dict[str, Any]]:
-    good = make_orders(n, seed)
-    records: list[tuple[bytes | None, bytes | None]] = [order_bytes(o) for o in good]
-    for i, (_, raw, _) in enumerate(BAD_ORDERS[:6]):
-        records.insert(i * 97 % len(records), (b"bad", raw))
-    produce(pipe.conn, pipe.topics.orders, records)
-    return good
-
-
-def assert_exact(pipe: Pipeline, state_dir: Path, good: list[dict[str, Any]], bad: int = 6) -> None:
-    assert counts_json(pipe.conn, state_dir)["counts"] == oracle(good)
-    dlq = read_topic(pipe.conn, pipe.topics.dlq)
-    sources = {(dict(m.headers())["source-partition"], dict(m.headers())["source-offset"]) for m in dlq}
-    assert len(dlq) == len(sources) == bad
 
 
 @pytest.mark.parametrize("point", ["mid-transaction", "after-changelog-commit", "after-store-commit"])

@@ -51,3 +51,13 @@ def test_a_follower_sees_each_commit_of_the_writer_once_it_catches_up(tmp_path: 
 def test_a_follower_needs_a_store(tmp_path: Path) -> None:
     with pytest.raises(BrewError, match="no store at"):
         Store(tmp_path / "none", follow=True)
+
+
+def test_a_store_counted_through_a_shuffle_says_so_by_its_part_cursors(tmp_path: Path) -> None:
+    from restorer.codec import encode_u64, task_offset_key, task_part_key
+
+    with Store(tmp_path / "store") as store:
+        store.commit([(b"latte", encode_u64(3)), (task_offset_key("orders", 0, 1), encode_u64(40))])
+        assert not store.counted_through_shuffle()  # the direct pipeline's offsets, spread over the tasks
+        store.commit([(task_part_key("orders", 0, 1), encode_u64(0))])
+        assert store.counted_through_shuffle()

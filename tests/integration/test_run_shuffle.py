@@ -1,0 +1,104 @@
+"""``brewstream run --shuffle``: one instance runs the input stage and the tasks, against an
+oracle of the orders fed (a few malformed).
+
+A store counted directly goes on through the shuffle; the daemon is killed after a task
+stage's changelog commit, then SIGKILLed while both stages run, and started again each
+time: the counts, the order counters and the DLQ equal the oracle, every count in its
+task's changelog partition, and the repartition topic is purged below what the tasks
+applied. The direct pipeline then refuses the store in one line."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from restorer.codec import decode_u64
+from restorer.tasks import task_of
+from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_key
+from tests.support.daemon import Instance
+from tests.support.drink_count import assert_exact, feed_with_bad, make_orders, store_state
+from tests.support.drink_count import run_available_now as run_now
+from tests.support.helpers import Pipeline, oracle, order_bytes, produce, read_topic
+from topics.clock import wait_until
+from topics.errors import BrewError
+from topics.kafka import end_offsets
+
+pytestmark = pytest.mark.spark
+
+
+def low_marks(pipe: Pipeline) -> dict[int, int]:
+    consumer = pipe.conn.consumer()
+    try:
+        return {p: low for p, (low, _) in end_offsets(consumer, pipe.topics.drink_count_repartition,
+                                                      [0, 1, 2]).items()}
+    finally:
+        consumer.close()
+
+
+def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
+        pipe: Pipeline, spark: Any, dirs: dict[str, Path], tmp_path: Path) -> None:
+    good = feed_with_bad(pipe, 900, seed=61)
+    assert run_now(pipe, spark, dirs, max_offsets_per_trigger=300) == 0
+    assert_exact(pipe, dirs["state"], good)
+
+    # Through the shuffle from here on: the input stage starts where the store counted to.
+    more = make_orders(600, seed=62)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    assert run_now(pipe, spark, dirs, max_offsets_per_trigger=250, shuffle=True) == 0
+    good += more
+    assert_exact(pipe, dirs["state"], good)
+
+    # Killed after a task stage's changelog commit, then started again.
+    more = make_orders(700, seed=63)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    good += more
+    log = tmp_path / "crash.log"
+    crashed = pipe.spawn("run", "--shuffle", "--state-dir", str(dirs["state"]), "--checkpoint-dir", str(dirs["ckpt"]),
+                         "--available-now", "--max-offsets-per-trigger", "200",
+                         env={"BREWSTREAM_FAULT": "after-changelog-commit@1"}, log=log)
+    assert crashed.wait(300) == -signal.SIGKILL, log.read_text()[-3000:]
+
+    # A daemon SIGKILLed while orders stream in and both stages run, started again.
+    daemon = Instance(pipe, tmp_path, "daemon", "--shuffle")
+    daemon.state, daemon.ckpt = dirs["state"], dirs["ckpt"]
+    daemon.start()
+    daemon.wait_for("role: active")
+    more = make_orders(500, seed=64)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    good += more
+    daemon.wait_for("input stage batch")
+    daemon.kill()
+    daemon.start()
+    seen = daemon.text().count("drink-count: input=")
+    wait_until(lambda: daemon.text().count("drink-count: input=") > seen, 180, "the daemon to start counting again")
+    applied = store_state_wait(daemon, len(good))
+    wait_until(lambda: all(low_marks(pipe)[t] >= applied.get(t, 0) > 0 for t in range(3)), 60,
+               "the repartition topic to be purged below what each task applied")
+    assert daemon.stop() == 0
+    assert_exact(pipe, dirs["state"], good)
+
+    state = store_state(dirs["state"])
+    assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS] == 6
+    latest = {m.key(): m for m in read_topic(pipe.conn, pipe.topics.changelog) if m.key() is not None}
+    for drink, n in oracle(good).items():
+        m = latest[drink_key(drink)]
+        assert m.partition() == task_of(drink_key(drink), 3) and decode_u64(m.value() or b"") == n
+
+    with pytest.raises(BrewError, match="--shuffle"):
+        run_now(pipe, spark, dirs)
+
+
+def store_state_wait(daemon: Instance, orders: int) -> dict[int, int]:
+    """Once the daemon's store has counted ``orders`` good orders: its repartition offsets."""
+    def counted() -> bool:
+        try:
+            return store_state(daemon.state).meta.get(PROCESSED_ORDERS) == orders
+        except Exception:  # the store is being written: look again
+            return False
+
+    wait_until(counted, 180, f"the store to count {orders} orders")
+    state = store_state(daemon.state)
+    return state.next_offsets(daemon.pipe.topics.drink_count_repartition)
