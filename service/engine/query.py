@@ -62,7 +62,10 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
         log.info(READY_LINE, p.name, p.input_topic, p.changelog_topic, cfg.state_dir, cfg.checkpoint_dir,
                  start.reason)
         committed = sink.seq
-        query = start_query(spark, p.input_topic, cfg, sink, start, cfg.checkpoint_dir, p.name, p.reader_options)
+        # Behind a shuffle, each record of its input is a part holding a whole batch's share:
+        # waiting for more of them would only delay the counts.
+        query = start_query(spark, p.input_topic, cfg, sink, start, cfg.checkpoint_dir, p.name, p.reader_options,
+                            gather=p.shuffled is None)
         on_started(query)
         try:
             failure = wait(query, sink, store, stop, lost, beside)
@@ -170,15 +173,16 @@ SOURCE_DEFAULTS = {
 }
 
 
-def batch_limits(cfg: RunConfig) -> dict[str, str]:
+def batch_limits(cfg: RunConfig, gather: bool = True) -> dict[str, str]:
     """The Kafka source's bounds on a batch: at most ``--max-offsets-per-trigger`` records;
     and a daemon's waits for ``BATCH_MIN_RECORDS`` until ``BATCH_MAX_DELAY_S`` has passed
-    (engine.defaults). The minimum is never above the cap, which Spark refuses; a backlog's
-    batches (``--available-now``) are as big as they may be anyway."""
+    (engine.defaults), unless told not to ``gather``. The minimum is never above the cap,
+    which Spark refuses; a backlog's batches (``--available-now``) are as big as they may
+    be anyway."""
     limits: dict[str, str] = {}
     if cfg.max_offsets_per_trigger:
         limits["maxOffsetsPerTrigger"] = str(cfg.max_offsets_per_trigger)
-    if not cfg.available_now:
+    if gather and not cfg.available_now:
         least = min(BATCH_MIN_RECORDS, cfg.max_offsets_per_trigger or BATCH_MIN_RECORDS)
         limits |= {"minOffsetsPerTrigger": str(least), "maxTriggerDelay": f"{round(BATCH_MAX_DELAY_S * 1000)}ms"}
     return limits
@@ -186,14 +190,15 @@ def batch_limits(cfg: RunConfig) -> dict[str, str]:
 
 def start_query(spark: SparkSession, topic: str, cfg: RunConfig, sink: Callable[[DataFrame, int], None],
                 start: StartPoint, checkpoint_dir: Path, name: str,
-                extra: Mapping[str, str] = MappingProxyType({})) -> StreamingQuery:
+                extra: Mapping[str, str] = MappingProxyType({}), gather: bool = True) -> StreamingQuery:
     """A query over ``topic`` into ``sink`` (a foreachBatch function), from ``start``, with
-    its checkpoint in ``checkpoint_dir``, its batches bounded and triggered as ``cfg`` says."""
+    its checkpoint in ``checkpoint_dir``, its batches bounded and triggered as ``cfg`` says
+    (``batch_limits``)."""
     reader = spark.readStream.format("kafka").options(**source_options(topic, cfg, extra))
     offsets = start.starting_offsets_json()
     if offsets is not None:
         reader = reader.option("startingOffsets", offsets)
-    reader = reader.options(**batch_limits(cfg))
+    reader = reader.options(**batch_limits(cfg, gather))
     if cfg.min_partitions:
         # More tasks than Kafka partitions: Spark splits each partition's offset range.
         # Each task still returns partial rows for its own range only, so the merge on

@@ -77,7 +77,9 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
     metrics = Metrics(p.name)
     health = Health()
     health.on_change(metrics.phase_changed)
-    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.input_topic, p.routes, metrics, health,
+    # The lag users watch is the source's, behind a shuffle too: the store's input offsets
+    # there are the least of its tasks' cursors (``codec.decode_entries``).
+    api = serve_http(cfg.metrics_host, cfg.metrics_port, p.name, p.source_topic, p.routes, metrics, health,
                      cfg.http_token_file, cfg.http_insecure)
     try:
         # Spark's JVM starts as soon as the state dir is this process's, and builds its
@@ -85,7 +87,7 @@ def run_pipeline(p: Pipeline, cfg: RunConfig, spark: SparkSession | None = None)
         # longer of the two, not their sum.
         with OpenStore(cfg.state_dir, api) as stores, CheckpointDir(cfg.checkpoint_dir, cfg.state_dir), \
                 Session(p, cfg, spark) as session, \
-                StallWatch(conn, metrics, p.input_topic, partitions[p.input_topic], p.changelog_topic,
+                StallWatch(conn, metrics, p.source_topic, partitions[p.source_topic], p.changelog_topic,
                            lambda: stores.store if stores.whole else None, lambda: health.phase.name,
                            cfg.changelog_check_s):
             return Daemon(p, cfg, session, metrics, health, stores, partitions[p.input_topic],
@@ -177,7 +179,7 @@ class Daemon:
 
         self.health.on_change(moved)
         refresher = (MetricsRefresher(self.metrics, self.cfg.conn, lambda: self.store if self.stores.whole else None,
-                                      self.p.input_topic)
+                                      self.p.source_topic)
                      if self.cfg.metrics_port is not None else None)
         try:
             with stop_on_signals() as stop:

@@ -21,9 +21,10 @@ from restorer.tasks import BY_WHOLE_KEY, Routing
 from service.engine.contract import RunConfig
 from service.engine.outage import query_failed_on_kafka
 from service.engine.query import failure_line, start_point, start_query, stop_quietly
+from service.engine.start_point import InputGap, input_gaps
 from service.shuffle.input_stage import Count, InputStageSink, StageBatch, StageOptions
 from topics.errors import BrewError, KafkaUnavailable
-from topics.kafka import KafkaConnection, partitions_of
+from topics.kafka import KafkaConnection, end_offsets, partitions_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,12 +65,40 @@ class InputStageRun:
                                self.routing)
         self._sink = InputStageSink(self._writer, self.count, options, on_batch=_said)
         applied = {**store.next_offsets(self.source_topic), **self._sink.progress}
+        for gap in self._lost_input(applied, partitions):
+            # What was lost is skipped: the next shares start at the first offset left, and
+            # each task's cursor takes a share that starts past it (``shuffle.Cursor.admit``).
+            applied[gap.partition] = self._sink.progress[gap.partition] = gap.low
         start = start_point(conn, applied, self.source_topic, self.checkpoint, partitions)
         log.info("input stage: %s -> %s; %s", self.source_topic, self.repartition_topic, start.reason)
         self._query = start_query(spark, self.source_topic, self.cfg, self._sink, start, self.checkpoint,
                                   STAGE_CHECKPOINT)
         self._purger = Purger(conn, self.repartition_topic, store)
         self._purger.start()
+
+    def _lost_input(self, applied: dict[int, int], partitions: list[int]) -> list[InputGap]:
+        """The source's partitions that no longer hold what the stage has to hand on from
+        ``applied``: refused (``engine.input_guard``'s rule), or, with --accept-input-loss,
+        said and returned. Offsets that restarted below it are refused either way: a task's
+        cursor cannot follow them back."""
+        consumer = self.cfg.conn.consumer()
+        try:
+            offsets = end_offsets(consumer, self.source_topic, partitions)
+        finally:
+            consumer.close()
+        gaps = input_gaps(applied, offsets, recreated=False)
+        if not gaps:
+            return []
+        what = "; ".join(g.describe() for g in gaps)
+        if any(g.reset for g in gaps):
+            raise BrewError(f"input {self.source_topic} restarted its offsets below what the shuffle handed on: "
+                            f"{what}; the tasks cannot count it again through the shuffle: count it under new "
+                            "topics (--topic-prefix)")
+        if not self.cfg.accept_input_loss:
+            raise BrewError(f"input {self.source_topic} no longer holds records the input stage has not handed on: "
+                            f"{what}; pass --accept-input-loss to skip them (logged)")
+        log.warning("the input stage skips input lost from %s (--accept-input-loss): %s", self.source_topic, what)
+        return gaps
 
     def run_to_end(self, stop: threading.Event) -> None:
         assert self._query is not None

@@ -5,18 +5,23 @@ A store counted directly goes on through the shuffle; the daemon is killed after
 stage's changelog commit, then SIGKILLed while both stages run, and started again each
 time: the counts, the order counters and the DLQ equal the oracle, every count in its
 task's changelog partition, and the repartition topic is purged below what the tasks
-applied. The direct pipeline then refuses the store in one line."""
+applied. Input lost before the input stage handed it on is refused, then skipped with
+--accept-input-loss. The direct pipeline then refuses the store in one line."""
 
 from __future__ import annotations
 
+import json
 import signal
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from restorer.codec import decode_u64
 from restorer.tasks import task_of
+from sandbox.kraft import free_port
 from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_key
 from tests.support.daemon import Instance
 from tests.support.drink_count import assert_exact, feed_with_bad, make_orders, store_state
@@ -71,12 +76,16 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     good += more
     daemon.wait_for("input stage batch")
     daemon.kill()
-    daemon.start()
+    port = free_port()
+    daemon.start("--http-port", str(port))
     seen = daemon.text().count("drink-count: input=")
     wait_until(lambda: daemon.text().count("drink-count: input=") > seen, 180, "the daemon to start counting again")
     applied = store_state_wait(daemon, len(good))
     wait_until(lambda: all(low_marks(pipe)[t] >= applied.get(t, 0) > 0 for t in range(3)), 60,
                "the repartition topic to be purged below what each task applied")
+    # The lag it reports is the orders topic's, and none is left once all is counted.
+    wait_until(lambda: api_status(port).get("lag") == 0, 60, "/api/status to show no lag")
+    assert api_status(port)["input_topic"] == pipe.topics.orders
     assert daemon.stop() == 0
     assert_exact(pipe, dirs["state"], good)
 
@@ -87,8 +96,27 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
         m = latest[drink_key(drink)]
         assert m.partition() == task_of(drink_key(drink), 3) and decode_u64(m.value() or b"") == n
 
+    # Input the input stage had not handed on is lost: refused, then skipped when accepted.
+    more = make_orders(300, seed=65)
+    where = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more), partition=0)
+    cut = where[120][1]
+    admin = pipe.conn.admin()
+    for future in admin.delete_records([TopicPartition(pipe.topics.orders, 0, cut)]).values():
+        future.result()
+    with pytest.raises(BrewError, match="--accept-input-loss"):
+        run_now(pipe, spark, dirs, shuffle=True)
+    assert run_now(pipe, spark, dirs, shuffle=True, accept_input_loss=True) == 0
+    good += more[120:]
+    assert_exact(pipe, dirs["state"], good)
+
     with pytest.raises(BrewError, match="--shuffle"):
         run_now(pipe, spark, dirs)
+
+
+def api_status(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=10) as answer:
+        body: dict[str, Any] = json.load(answer)
+    return body
 
 
 def store_state_wait(daemon: Instance, orders: int) -> dict[int, int]:

@@ -19,11 +19,11 @@ def config(cap: int | None, available_now: bool) -> RunConfig:
                      available_now=available_now)
 
 
-@given(cap=st.none() | st.integers(1, 10**12), available_now=st.booleans())
-def test_the_limits_agree_with_their_definition(cap: int | None, available_now: bool) -> None:
-    limits = batch_limits(config(cap, available_now))
+@given(cap=st.none() | st.integers(1, 10**12), available_now=st.booleans(), gather=st.booleans())
+def test_the_limits_agree_with_their_definition(cap: int | None, available_now: bool, gather: bool) -> None:
+    limits = batch_limits(config(cap, available_now), gather)
     expected: dict[str, str] = {} if cap is None else {"maxOffsetsPerTrigger": str(cap)}
-    if not available_now:
+    if gather and not available_now:
         expected["minOffsetsPerTrigger"] = str(BATCH_MIN_RECORDS if cap is None else min(cap, BATCH_MIN_RECORDS))
         expected["maxTriggerDelay"] = f"{round(BATCH_MAX_DELAY_S * 1000)}ms"
     assert limits == expected
