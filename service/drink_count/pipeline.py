@@ -89,7 +89,6 @@ def shuffled(direct: Pipeline, cfg: RunConfig) -> Pipeline:
         make_sink=lambda store, changelog, faults, metrics, options: TaskStageSink(
             store, changelog, faults, options, t.drink_count_repartition, t.orders, add_shares,
             on_batch=lambda b: report(b, metrics)),
-        dry_run=lambda df: df.count(),
         shuffled=Shuffled(t.orders, lambda: InputStageRun(
             cfg, t.orders, t.drink_count_repartition, t.dlq, shares_counter(cfg.max_name_bytes),
             max_record_bytes(cfg.conn, t.dlq))),

@@ -173,7 +173,7 @@ class Pipeline:
     # The reporter publishes only while the last argument says so (``Lease.proven_active``).
     make_reporter: Callable[[Store, BatchSink, Metrics, ActiveProof], Reporter]
     batch_module: str  # what the Python workers run; imported before the first batch
-    dry_run: Callable[[DataFrame], object]  # a batch's work, committing nothing (warm-up)
+    dry_run: Callable[[DataFrame], object]  # a batch's work over its source, committing nothing (warm-up)
     routes: Mapping[str, Route] = field(default_factory=dict)  # its HTTP paths, beside /api/status
     start_when_empty: str = "earliest"  # or "latest": where a brand-new store starts reading
     reader_options: dict[str, str] = field(default_factory=dict)

@@ -219,7 +219,7 @@ REWARM_EVERY_S = 2.0
 
 
 def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, only_with_records: bool = False) -> int:
-    """Run the pipeline's batch once over the last records of its input, committing nothing:
+    """Run the pipeline's batch once over the last records of its source, committing nothing:
     a standby's Spark then has its Kafka source, planning and Python workers warm, and
     its first batch after a takeover takes a fraction of a cold one. Returns how many
     records it read.
@@ -233,21 +233,22 @@ def warm_query(spark: SparkSession, p: Pipeline, cfg: RunConfig, only_with_recor
 
     consumer = cfg.conn.consumer()
     try:
-        ends = end_offsets(consumer, p.input_topic, list(range(len(partitions_of(cfg.conn, p.input_topic)))))
+        ends = end_offsets(consumer, p.source_topic, list(range(len(partitions_of(cfg.conn, p.source_topic)))))
     finally:
         consumer.close()
     starts = {q: max(low, high - WARM_RECORDS) for q, (low, high) in ends.items()}
     records = sum(ends[q][1] - start for q, start in starts.items())
     if only_with_records and records == 0:
         return 0
-    start = {p.input_topic: {str(q): o for q, o in starts.items()}}
+    start = {p.source_topic: {str(q): o for q, o in starts.items()}}
 
     def dry_run(df: DataFrame, _batch_id: int) -> None:
         p.dry_run(df)
 
     with tempfile.TemporaryDirectory(prefix="brewstream-warm-") as checkpoint:
-        query = (spark.readStream.format("kafka").options(**source_options(p.input_topic, cfg, p.reader_options))
-                 .option("startingOffsets", json.dumps(start)).load()
+        # It commits nothing, so records aged out under it are no loss: it must not fail on them.
+        query = (spark.readStream.format("kafka").options(**source_options(p.source_topic, cfg, p.reader_options))
+                 .option("startingOffsets", json.dumps(start)).option("failOnDataLoss", "false").load()
                  .writeStream.foreachBatch(dry_run)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         finished = query.awaitTermination(int(WARM_TIMEOUT_S))

@@ -208,7 +208,7 @@ class Daemon:
                 return 0
             if not read:
                 self._rewarm = Rewarm(lambda: warm_query(self.spark(), self.p, self.cfg, only_with_records=True),
-                                      lambda: self.store.next_offsets(self.p.input_topic))
+                                      lambda: self.store.next_offsets(self.p.source_topic))
                 self._rewarm.start()
         else:
             went, previous = self._through_outages(self.lease.check_first_start)

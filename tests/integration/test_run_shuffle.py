@@ -1,12 +1,14 @@
 """``brewstream run --shuffle``: one instance runs the input stage and the tasks, against an
 oracle of the orders fed (a few malformed).
 
-A store counted directly goes on through the shuffle; the daemon is killed after a task
-stage's changelog commit, then SIGKILLed while both stages run, and started again each
-time: the counts, the order counters and the DLQ equal the oracle, every count in its
-task's changelog partition, and the repartition topic is purged below what the tasks
-applied. Input lost before the input stage handed it on is refused, then skipped with
---accept-input-loss. The direct pipeline then refuses the store in one line."""
+A store counted directly goes on through the shuffle. The daemon is killed after a task
+stage's changelog commit and started again, then SIGKILLed while both stages run, and a
+hot standby (warmed while the active purged its parts) takes over; the first store, left
+behind, then catches up and goes on. The counts, the order counters and the DLQ equal the
+oracle, every count in its task's changelog partition, and the repartition topic is
+purged below what the tasks applied. Input lost before the input stage handed it on is
+refused, then skipped with --accept-input-loss. The direct pipeline then refuses the store
+in one line."""
 
 from __future__ import annotations
 
@@ -66,30 +68,31 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
                          env={"BREWSTREAM_FAULT": "after-changelog-commit@1"}, log=log)
     assert crashed.wait(300) == -signal.SIGKILL, log.read_text()[-3000:]
 
-    # A daemon SIGKILLed while orders stream in and both stages run, started again.
-    daemon = Instance(pipe, tmp_path, "daemon", "--shuffle")
-    daemon.state, daemon.ckpt = dirs["state"], dirs["ckpt"]
-    daemon.start()
-    daemon.wait_for("role: active")
+    # The active SIGKILLed while orders stream in and both stages run, and a hot standby
+    # (warmed on the orders while the active purged its parts) takes over.
+    active = Instance(pipe, tmp_path, "active", "--shuffle")
+    active.state, active.ckpt = dirs["state"], dirs["ckpt"]
+    active.start()
+    active.wait_for("role: active")
+    port = free_port()
+    standby = Instance(pipe, tmp_path, "standby", "--shuffle", "--standby", "--http-port", str(port)).start()
+    standby.wait_for("role: standby")
     more = make_orders(500, seed=64)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
     good += more
-    daemon.wait_for("input stage batch")
-    daemon.kill()
-    port = free_port()
-    daemon.start("--http-port", str(port))
-    seen = daemon.text().count("drink-count: input=")
-    wait_until(lambda: daemon.text().count("drink-count: input=") > seen, 180, "the daemon to start counting again")
-    applied = store_state_wait(daemon, len(good))
+    active.wait_for("input stage batch")
+    active.kill()
+    standby.wait_for("took over from")
+    applied = store_state_wait(standby, len(good))
     wait_until(lambda: all(low_marks(pipe)[t] >= applied.get(t, 0) > 0 for t in range(3)), 60,
                "the repartition topic to be purged below what each task applied")
     # The lag it reports is the orders topic's, and none is left once all is counted.
     wait_until(lambda: api_status(port).get("lag") == 0, 60, "/api/status to show no lag")
     assert api_status(port)["input_topic"] == pipe.topics.orders
-    assert daemon.stop() == 0
-    assert_exact(pipe, dirs["state"], good)
+    assert standby.stop() == 0
+    assert_exact(pipe, standby.state, good)
 
-    state = store_state(dirs["state"])
+    state = store_state(standby.state)
     assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS] == 6
     latest = {m.key(): m for m in read_topic(pipe.conn, pipe.topics.changelog) if m.key() is not None}
     for drink, n in oracle(good).items():
