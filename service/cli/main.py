@@ -685,6 +685,16 @@ def drill() -> None:
     and compare with an oracle."""
 
 
+shuffle_option = click.option("--shuffle", is_flag=True,
+                              help="Run every daemon of the drill with `run --shuffle`.")
+
+
+def drill_run_args(master: str | None, spark_conf: dict[str, str], min_partitions: int | None,
+                   shuffle: bool) -> tuple[str, ...]:
+    """The `brewstream run` flags a drill gives each daemon beside its own."""
+    return (*spark_run_args(master, spark_conf, min_partitions), *(("--shuffle",) if shuffle else ()))
+
+
 def drill_options(fn: F) -> F:
     for opt in reversed([
         kafka_options,
@@ -701,6 +711,7 @@ def drill_options(fn: F) -> F:
                      default=Path("state/drills"), show_default=True,
                      help="Where each drill keeps its state dir, checkpoint and daemon logs."),
         click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards."),
+        shuffle_option,
         spark_options,
     ]):
         fn = opt(fn)
@@ -708,13 +719,13 @@ def drill_options(fn: F) -> F:
 
 
 def _drill(mode: str, conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
-           feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+           feed_time: float | None, work_dir: Path, keep_topics: bool, shuffle: bool, master: str | None,
            spark_conf: dict[str, str], min_partitions: int | None) -> int:
     from service.drills.recovery import DrillConfig, run_drill
 
     result = run_drill(DrillConfig(conn, mode, orders, kills, seed, work_dir, max_kill_delay,
                                    feed_time, keep_topics=keep_topics,
-                                   run_args=spark_run_args(master, spark_conf, min_partitions)))
+                                   run_args=drill_run_args(master, spark_conf, min_partitions, shuffle)))
     return 0 if result.exact else 3
 
 
@@ -739,9 +750,10 @@ def drill_kill9(**kw: Any) -> int:
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
               show_default=True, help="Where the drill keeps both instances' state dirs, checkpoints and logs.")
 @click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+@shuffle_option
 @spark_options
 def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, max_kill_delay: float,
-                   feed_time: float | None, work_dir: Path, keep_topics: bool, master: str | None,
+                   feed_time: float | None, work_dir: Path, keep_topics: bool, shuffle: bool, master: str | None,
                    spark_conf: dict[str, str], min_partitions: int | None) -> int:
     """An active and a standby; kill the active again and again (random moments and fault points),
     time each failover; exit 3 unless exact."""
@@ -750,7 +762,7 @@ def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, ma
 
     result = run_failover_drill(DrillConfig(conn, "failover", orders, kills, seed, work_dir, max_kill_delay,
                                             feed_time, keep_topics=keep_topics,
-                                            run_args=spark_run_args(master, spark_conf, min_partitions)))
+                                            run_args=drill_run_args(master, spark_conf, min_partitions, shuffle)))
     return 0 if result.exact else 3
 
 
@@ -791,12 +803,13 @@ def drill_failover(conn: KafkaConnection, orders: int, kills: int, seed: int, ma
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("state/drills"),
               show_default=True, help="Where the drill keeps the daemons' state dirs, checkpoints and logs.")
 @click.option("--keep-topics", is_flag=True, help="Keep the drill's topics afterwards.")
+@shuffle_option
 @spark_options
 def drill_broker_faults(conn: KafkaConnection, data_dir: Path, port: int, node_commands: tuple[str, ...],
                         node_commands_file: Path | None, daemon_bootstrap: str | None, rounds: int, passes: str,
                         kinds: str | None, seed: int, rate: int, pause_s: float, outage_s: float, max_gap_s: float,
-                        work_dir: Path, keep_topics: bool, master: str | None, spark_conf: dict[str, str],
-                        min_partitions: int | None) -> int:
+                        work_dir: Path, keep_topics: bool, shuffle: bool, master: str | None,
+                        spark_conf: dict[str, str], min_partitions: int | None) -> int:
     """Kafka's own failures while the daemon counts, alone and with a hot standby: broker,
     coordinator and controller SIGKILLs, a paused leader, a rolling restart, two brokers down
     (below min.insync.replicas), the active daemon killed during a broker fault, and network
@@ -836,7 +849,7 @@ def drill_broker_faults(conn: KafkaConnection, data_dir: Path, port: int, node_c
     cfg = BrokerDrillConfig(control, rounds=rounds, seed=seed, rate=rate,
                             passes=PASSES if passes == "both" else (passes,), kinds=chosen, pause_s=pause_s,
                             outage_s=outage_s, max_gap_s=max_gap_s, work_dir=work_dir, keep_topics=keep_topics,
-                            run_args=tuple(spark_run_args(master, spark_conf, min_partitions)))
+                            run_args=drill_run_args(master, spark_conf, min_partitions, shuffle))
     return 0 if run_broker_drill(cfg).passed else 3
 
 
