@@ -127,17 +127,14 @@ class TransactionalWriter:
             raise failed(self._conn, what, exc, self.producer) from None
 
     def transact(self, write: Callable[[Producer, Delivered], None],
-                 before_commit: Callable[[], None] | None = None,
-                 offsets: Callable[[Producer], None] | None = None) -> Delivered:
+                 before_commit: Callable[[], None] | None = None) -> Delivered:
         """One transaction: ``write`` produces its records (reporting to the ``Delivered``
-        it is given), ``offsets`` may add consumer offsets to it, then it commits."""
+        it is given), then it commits."""
         producer = self.producer
         delivered = Delivered()
         try:
             producer.begin_transaction()
             write(producer, delivered)
-            if offsets is not None:
-                offsets(producer)
             if before_commit is not None:
                 before_commit()
             self._commit()  # serves every delivery report before it returns

@@ -6,10 +6,15 @@ stage's transaction, a task's parts read back, and the purge of what every task 
   retention (``topics.catalog.REPARTITION``): a part leaves only by ``purge``, since one
   removed before its task applied it is a lost part (``shuffle.ShuffleBroken``).
 - **The input stage's transaction** (``PartWriter.publish``), one per batch: every task's
-  parts (``shuffle.split_batch``), the batch's output records (its DLQ records), and the
-  input offsets it reached as its consumer group's (``send_offsets_to_transaction``). Its
-  progress thus commits with its parts, all or nothing, and a stage whose Spark checkpoint
-  was lost resumes exactly after its last committed batch (``resume_offsets``).
+  parts (``shuffle.split_batch``) and the batch's output records (its DLQ records).
+- **Its progress lives in its parts** (``resume_offsets``): every batch hands every task a
+  share of each input partition it read, so the highest end among the committed parts is
+  where the last committed batch ended; where the purge left no part, every task has
+  applied all it was handed, and its cursor says the same. A stage whose Spark checkpoint
+  was lost resumes exactly there. (Not a consumer group's offsets committed with the
+  transaction: librdkafka's ``send_offsets_to_transaction`` can block for good past its
+  timeout once the group's coordinator is lost, confluentinc/librdkafka#5456, and a group
+  with no member loses its offsets after ``offsets.retention.minutes``.)
 - **One input-stage writer at a time.** The transactional id belongs to the repartition
   topic (``input_stage_id``): a second writer fences the first, whose transaction in flight
   is aborted, so each input partition's shares follow each other as ``shuffle``'s rule
@@ -18,15 +23,16 @@ stage's transaction, a task's parts read back, and the purge of what every task 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from restorer.changelog import Delivered, OutputRecord, TransactionalWriter
 from restorer.shuffle import Part, ShuffleBroken, decode_part, encode_part
 from topics.errors import BrewError
-from topics.kafka import METADATA_TIMEOUT_S, KafkaConnection, failed
-from topics.records import produce_waiting
+from topics.kafka import KafkaConnection, failed
+from topics.records import produce_waiting, read_from
 
 PURGE_TIMEOUT_S = 30.0
 
@@ -36,35 +42,24 @@ def input_stage_id(topic: str) -> str:
     return f"brewstream:{topic}"
 
 
-def input_group(topic: str) -> str:
-    """The consumer group whose committed offsets are the input stage's progress."""
-    return f"brewstream.{topic}"
-
-
 class PartWriter:
     """The input stage's writer of one repartition topic of ``tasks`` partitions."""
 
-    def __init__(self, conn: KafkaConnection, topic: str, tasks: int, input_topic: str,
-                 max_record_bytes: int = 1_000_000) -> None:
+    def __init__(self, conn: KafkaConnection, topic: str, tasks: int, max_record_bytes: int = 1_000_000) -> None:
         self.topic = topic
         self.tasks = tasks
-        self.input_topic = input_topic
         self._conn = conn
         self._txn = TransactionalWriter(conn, input_stage_id(topic), f"repartition topic {topic}", max_record_bytes)
-        # Never subscribes: it only names the group its offsets commit to, which no member joins.
-        self._group = conn.consumer({"group.id": input_group(topic)})
 
     def start(self) -> None:
         """Register the transactional id: fences an older input stage, aborts its open txn."""
         self._txn.start()
 
-    def publish(self, parts: Mapping[int, Sequence[Part]], next_offsets: Mapping[int, int],
-                outputs: Iterable[OutputRecord] = (),
+    def publish(self, parts: Mapping[int, Sequence[Part]], outputs: Iterable[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
         """One batch of the input stage in one transaction: each task's ``parts`` in its
-        partition, ``outputs``, and ``next_offsets`` (input partition -> the offset the
-        next batch starts at) as the stage's progress. Returns, per task partition written,
-        the offset just past the batch's parts."""
+        partition, and ``outputs``. Returns, per task partition written, the offset just
+        past the batch's parts."""
         wrong = sorted(t for t in parts if not 0 <= t < self.tasks)
         if wrong:
             raise ValueError(f"tasks {wrong} do not exist among {self.tasks}")
@@ -78,31 +73,38 @@ class PartWriter:
                 produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers,
                                 on_delivery=delivered.checked)
 
-        def offsets(producer: Producer) -> None:
-            if next_offsets:
-                positions = [TopicPartition(self.input_topic, p, o) for p, o in sorted(next_offsets.items())]
-                producer.send_offsets_to_transaction(positions, self._group.consumer_group_metadata(),
-                                                     METADATA_TIMEOUT_S)
-
-        return self._txn.transact(write, before_commit, offsets).positions
+        return self._txn.transact(write, before_commit).positions
 
     def close(self) -> None:
         self._txn.close()
-        self._group.close()
 
 
-def resume_offsets(conn: KafkaConnection, topic: str, input_topic: str, partitions: Sequence[int]) -> dict[int, int]:
-    """Where the input stage of ``topic`` resumes on each input partition: the offset its
-    last committed batch reached; a partition it never read is left out. A transaction
-    still open is waited for (the broker answers only once it has ended)."""
-    consumer = conn.consumer({"group.id": input_group(topic), "isolation.level": "read_committed"})
-    try:
-        found = consumer.committed([TopicPartition(input_topic, p) for p in partitions], timeout=METADATA_TIMEOUT_S)
-    except KafkaException as exc:
-        raise failed(conn, f"cannot read the input stage's progress on {input_topic}", exc) from None
-    finally:
-        consumer.close()
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+def resume_offsets(conn: KafkaConnection, topic: str, applied: Mapping[int, int] = MappingProxyType({})
+                   ) -> dict[int, int]:
+    """Where the input stage of ``topic`` resumes on each input partition (see the module):
+    the highest end among the committed parts the topic holds, or, where it holds none of
+    a partition, ``applied``: the furthest any task's cursor reached on it. A partition
+    neither names is left out. Register the stage's writer first (``PartWriter.start``):
+    a transaction a killed stage left open holds back every committed read until it ends."""
+    out = dict(applied)
+    for task in read_partitions(conn, topic):
+        for p in parts_of(task):
+            out[p.partition] = max(out.get(p.partition, 0), p.end)
+    return out
+
+
+def read_partitions(conn: KafkaConnection, topic: str) -> Iterator[list[tuple[int, bytes | None]]]:
+    """Each partition's committed records, as (offset, value), one partition at a time."""
+    records: list[tuple[int, bytes | None]] = []
+    at: int | None = None
+    for m in read_from(conn, topic):
+        if m.partition() != at and records:
+            yield records
+            records = []
+        at = m.partition()
+        records.append((m.offset() or 0, m.value()))
+    if records:
+        yield records
 
 
 def parts_of(records: Iterable[tuple[int, bytes | None]]) -> list[Part]:

@@ -129,6 +129,15 @@ class Store:
         found = self.scan(offset_prefix(topic)) + self.scan(task_offset_prefix(topic))
         return decode_entries(found).next_offsets(topic)
 
+    def furthest_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition of ``topic``, the furthest next input offset any task has reached
+        (``next_offsets`` gives the least: where every task has applied all before it)."""
+        out = self.next_offsets(topic)
+        for per_topic in decode_entries(self.scan(task_offset_prefix(topic))).task_offsets.values():
+            for p, o in per_topic.get(topic, {}).items():
+                out[p] = max(out.get(p, o), o)
+        return out
+
     def counted_through_shuffle(self) -> bool:
         """Whether a task of this store has applied a part of a shuffle: it holds a part
         cursor (``codec.task_part_key``)."""

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from restorer.faults import FaultPlan
@@ -34,7 +35,7 @@ from service.engine.sink import SinkClosed
 from service.engine.start_point import PlannedBatch, planned_batch
 from service.records.badrecords import BadRecord
 from topics.errors import BrewError
-from topics.kafka import KafkaConnection, partitions_of
+from topics.kafka import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -95,11 +96,13 @@ class InputStageSink:
     or a failure."""
 
     def __init__(self, writer: PartWriter, count: Count, options: StageOptions, faults: FaultPlan | None = None,
-                 on_batch: Callable[[int, StageBatch, int, int], None] | None = None) -> None:
+                 on_batch: Callable[[int, StageBatch, int, int], None] | None = None,
+                 applied: Mapping[int, int] = MappingProxyType({})) -> None:
+        """``applied``: the furthest the tasks' cursors reached on each input partition
+        (``repartition.resume_offsets``); ``writer`` started."""
         self.writer, self.count, self.options, self.faults = writer, count, options, faults
         self.on_batch = on_batch  # (batch id, what was counted, tasks, parts), once committed
-        self.progress = resume_offsets(options.conn, writer.topic, options.input_topic,
-                                       partitions_of(options.conn, options.input_topic))
+        self.progress = resume_offsets(options.conn, writer.topic, applied)
         self.batches = 0  # batches committed by this sink
         self.failure: BaseException | None = None
         self._lock = threading.Lock()
@@ -134,7 +137,7 @@ class InputStageSink:
         # 3. One transaction: the parts, the DLQ records, the progress.
         reached = self.faults.reached if self.faults is not None else (lambda _point: None)
         bad = dlq_records(o.conn, o.dlq_topic, o.input_topic, batch.bad, o.dlq_record_bytes)
-        self.writer.publish(parts, ends, bad, before_commit=lambda: reached("mid-transaction"))
+        self.writer.publish(parts, bad, before_commit=lambda: reached("mid-transaction"))
         self.progress.update(ends)
         self.batches += 1
         if self.on_batch is not None:

@@ -2,11 +2,11 @@
 (``engine.contract.InputStage``): a writer that fences the last one, the stage's sink, and
 a query over the source topic with a checkpoint of its own.
 
-Where it starts: its committed progress (``repartition.resume_offsets``), and, on a source
-partition it never handed on, the input offset the store has counted to. A store counted
-without the shuffle until now holds every task's offsets alike (``codec.spread_offsets``),
-so its first shares start exactly where each task's cursor stands, and nothing is counted
-twice or skipped across the switch.
+Where it starts: its committed progress (``repartition.resume_offsets``: the parts it
+handed on, or where the tasks' cursors reached). A store counted without the shuffle until
+now holds every task's offsets alike (``codec.spread_offsets``), so its first shares start
+exactly where each task's cursor stands, and nothing is counted twice or skipped across
+the switch.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ class InputStageRun:
         conn = self.cfg.conn
         partitions = partitions_of(conn, self.source_topic)
         self._writer = PartWriter(conn, self.repartition_topic, len(partitions_of(conn, self.repartition_topic)),
-                                  self.source_topic, self.record_bytes)
+                                  self.record_bytes)
         self._writer.start()  # fences the last input stage; its open transaction is aborted
         options = StageOptions(conn, self.source_topic, self.dlq_topic, self.checkpoint, self.record_bytes,
                                self.routing)
-        self._sink = InputStageSink(self._writer, self.count, options, on_batch=_said)
-        applied = {**store.next_offsets(self.source_topic), **self._sink.progress}
+        self._sink = InputStageSink(self._writer, self.count, options, on_batch=_said,
+                                    applied=store.furthest_offsets(self.source_topic))
+        applied = dict(self._sink.progress)
         for gap in self._lost_input(applied, partitions):
             # What was lost is skipped: the next shares start at the first offset left, and
             # each task's cursor takes a share that starts past it (``shuffle.Cursor.admit``).

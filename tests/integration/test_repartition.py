@@ -1,8 +1,9 @@
 """The repartition topic on a real broker: the input stage's batches, a batch written again
 (cut anew) and a writer fenced mid-transaction by its successor, read back by each task with
 ``shuffle``'s rule, give every task each share once (against an oracle that sums each
-batch once); the stage resumes where its last committed batch ended; the purge removes only
-what a task applied, and the task goes on from there."""
+batch once); the stage resumes where its last committed batch ended, by its parts or,
+once they are purged, by the tasks' cursors; the purge removes only what a task applied,
+and the task goes on from there."""
 
 from __future__ import annotations
 
@@ -66,32 +67,31 @@ def ends(b: Batch) -> dict[int, int]:
 
 def test_each_task_applies_every_share_once_through_a_replay_a_fence_and_a_purge(kafka: KafkaConnection) -> None:
     stamp = time.time_ns()
-    topic, orders, dlq = f"rp-{stamp}", f"rp-orders-{stamp}", f"rp-dlq-{stamp}"
+    topic, dlq = f"rp-{stamp}", f"rp-dlq-{stamp}"
     create_topic(kafka, topic, TASKS, REPARTITION)
-    create_topic(kafka, orders, INPUTS)
     create_topic(kafka, dlq)
     rng = random.Random(stamp)
     first = batch(rng, dict.fromkeys(range(INPUTS), 0))
     second = batch(rng, ends(first))
     third = batch(rng, ends(second))
 
-    old = PartWriter(kafka, topic, TASKS, orders)
+    old = PartWriter(kafka, topic, TASKS)
     old.start()
-    assert resume_offsets(kafka, topic, orders, range(INPUTS)) == {}
-    old.publish(split_batch(*first, TASKS), ends(first), [OutputRecord(dlq, b"k", b"bad 1")])
+    assert resume_offsets(kafka, topic) == {}
+    old.publish(split_batch(*first, TASKS), [OutputRecord(dlq, b"k", b"bad 1")])
     # Spark runs the batch again (its checkpoint never learned of the commit), cut otherwise.
-    old.publish(split_batch(*first, TASKS, max_bytes=30), ends(first), [OutputRecord(dlq, b"k", b"bad 1")])
-    new = PartWriter(kafka, topic, TASKS, orders)
+    old.publish(split_batch(*first, TASKS, max_bytes=30), [OutputRecord(dlq, b"k", b"bad 1")])
+    new = PartWriter(kafka, topic, TASKS)
     try:
         with pytest.raises(Fenced, match="another instance took over the repartition topic"):
-            old.publish(split_batch(*second, TASKS), ends(second), [OutputRecord(dlq, b"k", b"lost")],
+            old.publish(split_batch(*second, TASKS), [OutputRecord(dlq, b"k", b"lost")],
                         before_commit=new.start)  # the successor registers mid-transaction
         old.close()
-        resumed = resume_offsets(kafka, topic, orders, range(INPUTS))
+        resumed = resume_offsets(kafka, topic)
         assert resumed == ends(first)  # the fenced batch committed nothing, its offsets neither
-        new.publish(split_batch(*second, TASKS, max_bytes=60), ends(second))
-        new.publish(split_batch(*third, TASKS), ends(third))
-        assert resume_offsets(kafka, topic, orders, range(INPUTS)) == ends(third)
+        new.publish(split_batch(*second, TASKS, max_bytes=60))
+        new.publish(split_batch(*third, TASKS))
+        assert resume_offsets(kafka, topic) == ends(third)
     finally:
         new.close()
     assert [m.value() for m in read_topic(kafka, dlq)] == [b"bad 1", b"bad 1"]  # the DLQ is the batch's own
@@ -115,4 +115,10 @@ def test_each_task_applies_every_share_once_through_a_replay_a_fence_and_a_purge
     assert [o for o, _ in rest] == [o for o, _ in read[cut:]]
     after, cursors = applied([p for _, p in rest], cursors_then)
     assert before + after == oracle[0] and cursors == {p: Cursor(end) for p, end in ends(third).items()}
+
+    # Every part of every task purged once applied: the progress is the tasks' cursors then.
+    everything = {t: task_parts(kafka, topic, t)[-1][0] + 1 for t in range(TASKS)}
+    purge(kafka, topic, everything)
+    assert resume_offsets(kafka, topic) == {}
+    assert resume_offsets(kafka, topic, ends(third)) == ends(third)
 

@@ -68,7 +68,7 @@ def input_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], chec
                 per_batch: int = 400) -> BaseException | None:
     """One life of the input stage: a new writer (fencing the last), a new sink, the query
     from the checkpoint to the input's end; the sink's failure, if any."""
-    writer = PartWriter(kafka, topics["repartition"], TASKS, topics["orders"])
+    writer = PartWriter(kafka, topics["repartition"], TASKS)
     writer.start()
     sink = InputStageSink(writer, shares_counter(), StageOptions(kafka, topics["orders"], topics["dlq"], checkpoint,
                                                                  part_bytes=48), FaultPlan(fault, crash))
@@ -131,7 +131,7 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
         ends = {p: high for p, (_, high) in end_offsets(consumer, topics["orders"], list(range(INPUTS))).items()}
     finally:
         consumer.close()
-    assert resume_offsets(kafka, topics["repartition"], topics["orders"], range(INPUTS)) == ends
+    assert resume_offsets(kafka, topics["repartition"]) == ends
     assert len(list(read_from(kafka, topics["dlq"]))) == bad
     written = list(read_from(kafka, topics["repartition"]))
     handed: dict[bytes, int] = {}
@@ -155,9 +155,9 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
         first = [p for p in parts if (p.partition, p.start) == (parts[0].partition, parts[0].start)]
         recut[task] = cut_share(first[0].partition, first[0].start, first[0].end,
                                 [e for p in first for e in p.entries], 10_000)
-    again = PartWriter(kafka, topics["repartition"], TASKS, topics["orders"])
+    again = PartWriter(kafka, topics["repartition"], TASKS)
     again.start()
-    again.publish(recut, {})
+    again.publish(recut)
     again.close()
 
     # The task stage, killed after each of its commits, its store lost once.

@@ -61,3 +61,15 @@ def test_a_store_counted_through_a_shuffle_says_so_by_its_part_cursors(tmp_path:
         assert not store.counted_through_shuffle()  # the direct pipeline's offsets, spread over the tasks
         store.commit([(task_part_key("orders", 0, 1), encode_u64(0))])
         assert store.counted_through_shuffle()
+
+
+def test_the_furthest_offsets_are_the_highest_any_task_reached(tmp_path: Path) -> None:
+    from restorer.codec import encode_u64, offset_key, task_offset_key
+
+    with Store(tmp_path / "store") as store:
+        assert store.furthest_offsets("orders") == {}
+        store.commit([(offset_key("orders", 2), encode_u64(7))])  # a store of the layout before tasks
+        assert store.furthest_offsets("orders") == {2: 7}
+        store.commit([(task_offset_key("orders", 0, t), encode_u64(o)) for t, o in ((0, 40), (1, 55), (2, 12))])
+        assert store.next_offsets("orders") == {0: 12, 2: 7}
+        assert store.furthest_offsets("orders") == {0: 55, 2: 7}
