@@ -126,17 +126,20 @@ class Store:
 
     def next_offsets(self, topic: str) -> dict[int, int]:
         """The next input offset to apply, per partition of ``topic``."""
-        found = self.scan(offset_prefix(topic)) + self.scan(task_offset_prefix(topic))
-        return decode_entries(found).next_offsets(topic)
+        return self._offsets(topic).next_offsets(topic)
 
     def furthest_offsets(self, topic: str) -> dict[int, int]:
         """Per partition of ``topic``, the furthest next input offset any task has reached
         (``next_offsets`` gives the least: where every task has applied all before it)."""
-        out = self.next_offsets(topic)
-        for per_topic in decode_entries(self.scan(task_offset_prefix(topic))).task_offsets.values():
+        state = self._offsets(topic)
+        out = state.next_offsets(topic)
+        for per_topic in state.task_offsets.values():
             for p, o in per_topic.get(topic, {}).items():
                 out[p] = max(out.get(p, o), o)
         return out
+
+    def _offsets(self, topic: str) -> StoreState:
+        return decode_entries(self.scan(offset_prefix(topic)) + self.scan(task_offset_prefix(topic)))
 
     def counted_through_shuffle(self) -> bool:
         """Whether a task of this store has applied a part of a shuffle: it holds a part

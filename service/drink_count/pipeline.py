@@ -68,13 +68,14 @@ def shuffled(direct: Pipeline, cfg: RunConfig) -> Pipeline:
     topic; the pipeline's own query reads that topic and adds the shares to the counts.
     The store, its changelog, the board and the queries are the direct pipeline's."""
     t = cfg.topics
+    processed_key, bad_key = meta_key(PROCESSED_ORDERS), meta_key(BAD_ORDERS)
 
     def report(b: TaskBatch, metrics: Metrics) -> None:
         orders = bad = drinks = 0
         for key, delta in b.changes:
-            if key == meta_key(PROCESSED_ORDERS):
+            if key == processed_key:
                 orders += decode_u64(delta)
-            elif key == meta_key(BAD_ORDERS):
+            elif key == bad_key:
                 bad += decode_u64(delta)
             else:
                 drinks += 1

@@ -1,12 +1,12 @@
 """The input stage of a shuffle: a foreachBatch sink that counts a batch per input
 partition and state key on Spark's executors (the wing's ``count``), and hands each task
 its share of every input partition the batch read through the repartition topic, in one
-transaction with the batch's DLQ records and the stage's progress
+transaction with the batch's DLQ records; the parts' input ranges are the stage's progress
 (``restorer.repartition``). One batch, in the only safe order:
 
     1. keep only rows at or above the stage's committed progress
     2. count them per input partition and state key in Spark
-    3. one transaction: every task's parts, the DLQ records, the progress
+    3. one transaction: every task's parts (so the progress), the DLQ records
     4. return, and Spark commits its checkpoint
 
 A batch Spark runs again after its transaction committed (killed before its checkpoint
@@ -134,7 +134,7 @@ class InputStageSink:
         parts = split_batch(batch.shares, share_ranges(planned, self.progress, ends), self.writer.tasks, o.routing,
                             o.part_bytes)
 
-        # 3. One transaction: the parts, the DLQ records, the progress.
+        # 3. One transaction: the parts (so the progress), the DLQ records.
         reached = self.faults.reached if self.faults is not None else (lambda _point: None)
         bad = dlq_records(o.conn, o.dlq_topic, o.input_topic, batch.bad, o.dlq_record_bytes)
         self.writer.publish(parts, bad, before_commit=lambda: reached("mid-transaction"))
