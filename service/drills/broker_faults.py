@@ -7,7 +7,8 @@ at a steady rate, the drill runs the daemon alone, then an active with a hot sta
 between them, every fault kind of ``KINDS``, ``rounds`` times each in a seeded order:
 
 - the leader of a changelog partition, the transaction coordinator of the changelog's
-  transactional.id, the active KRaft controller: SIGKILLed, then started again;
+  transactional.id (or, behind a shuffle, of the input stage's, at random), the active
+  KRaft controller: SIGKILLed, then started again;
 - a broker that leads input partitions: SIGSTOPped for longer than the client timeouts,
   then SIGCONTed;
 - a rolling restart: each broker stopped cleanly and back in every ISR before the next;
@@ -31,9 +32,10 @@ At the end of each pass: the store, the DLQ (each bad order once) and a fresh re
 from the changelog against an oracle summed from the orders the feeder had committed, and
 the input read back holding as many records as were fed (a feed that doubled a record
 would make the oracle wrong, not the daemon); and
-no transaction left hanging: the coordinator describes the changelog's transactional.id
-(DescribeTransactions, ``sandbox.kafka_wire``) in no open state, and every changelog and
-DLQ partition's last stable offset equals its high watermark.
+no transaction left hanging: the coordinator describes every transactional.id the daemons
+wrote under (the changelog's, and behind a shuffle the input stage's; DescribeTransactions,
+``sandbox.kafka_wire``) in no open state, and every partition they wrote transactionally
+(changelog, DLQ, repartition topic) has its last stable offset at its high watermark.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from typing import TextIO
 from confluent_kafka import TopicPartition
 
 from restorer.changelog import transactional_id
+from restorer.repartition import input_stage_id
 from sandbox import roles
 from sandbox.kraft import free_port
 from service.drills.cluster_control import ClusterControl
@@ -112,6 +115,11 @@ class BrokerDrillConfig:
     work_dir: Path = Path("state/drills")
     keep_topics: bool = False
     run_args: tuple[str, ...] = ()
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether the daemons run behind a shuffle (``run --shuffle``)."""
+        return "--shuffle" in self.run_args
 
     def schedule(self, rng: random.Random) -> list[str]:
         """Every kind ``rounds`` times: each round in a shuffled order of its own."""
@@ -450,7 +458,7 @@ def fault_changelog_leader_kill(run: Pass) -> str:
 
 
 def fault_coordinator_kill(run: Pass) -> str:
-    tid = transactional_id(run.topics.changelog)
+    tid = run.rng.choice(transactional_ids(run.topics, run.cfg.shuffled))
     node = roles.transaction_coordinator(run.direct.bootstrap, tid)
     return _kill_and_start(run, node, f"transaction coordinator of {tid}")
 
@@ -583,18 +591,30 @@ def open_partitions(committed: object, everything: object, topic: str, partition
     return out
 
 
-def hanging_transactions(conn: KafkaConnection, topics: Topics) -> tuple[list[str], str]:
-    """What is left open once the daemons stopped: the coordinator's state of the changelog's
-    transactional.id, and every changelog and DLQ partition whose last stable offset is
-    behind its high watermark. Returns (problems, what was checked)."""
-    tid = transactional_id(topics.changelog)
-    state = roles.transaction_state(conn.bootstrap, tid)
-    problems = [f"{tid} is {state.state} (partitions {list(state.partitions)})"] if state.open else []
+def transactional_ids(topics: Topics, shuffled: bool) -> list[str]:
+    """Every transactional.id the daemons write under: the changelog's and, behind a
+    shuffle, the input stage's."""
+    return [transactional_id(topics.changelog), *([input_stage_id(topics.drink_count_repartition)] if shuffled else [])]
+
+
+def hanging_transactions(conn: KafkaConnection, topics: Topics, shuffled: bool = False) -> tuple[list[str], str]:
+    """What is left open once the daemons stopped: the coordinator's state of every
+    transactional.id they wrote under, and every partition they wrote transactionally
+    (changelog, DLQ and, behind a shuffle, the repartition topic) whose last stable offset
+    is behind its high watermark. Returns (problems, what was checked)."""
+    problems: list[str] = []
+    states = []
+    for tid in transactional_ids(topics, shuffled):
+        state = roles.transaction_state(conn.bootstrap, tid)
+        states.append(f"{tid} {state.state}")
+        if state.open:
+            problems.append(f"{tid} is {state.state} (partitions {list(state.partitions)})")
+    written = [topics.changelog, topics.dlq, *([topics.drink_count_repartition] if shuffled else [])]
     committed = conn.consumer({"isolation.level": "read_committed"})
     everything = conn.consumer({"isolation.level": "read_uncommitted"})
     checked = 0
     try:
-        for topic in (topics.changelog, topics.dlq):
+        for topic in written:
             parts = partitions_of(conn, topic)
             checked += len(parts)
             problems += [f"{topic}[{p}]: last stable offset behind the high watermark"
@@ -602,8 +622,8 @@ def hanging_transactions(conn: KafkaConnection, topics: Topics) -> tuple[list[st
     finally:
         committed.close()
         everything.close()
-    return problems, (f"DescribeTransactions: {tid} {state.state}; last stable offset = high watermark on "
-                      f"{checked} changelog and DLQ partitions" if not problems else "; ".join(problems))
+    return problems, (f"DescribeTransactions: {', '.join(states)}; last stable offset = high watermark on "
+                      f"{checked} partitions of {', '.join(written)}" if not problems else "; ".join(problems))
 
 
 def run_pass(cfg: BrokerDrillConfig, mode: str, out: TextIO) -> PassResult:
@@ -661,7 +681,7 @@ def run_pass(cfg: BrokerDrillConfig, mode: str, out: TextIO) -> PassResult:
         result.dlq_records, result.dlq_unique = count_dlq(direct, topics.dlq)
         result.in_input = committed_records(direct, topics.orders)
         result.restored = restore_check(direct, topics.changelog, work / "restore-check")
-        result.open_transactions, result.transaction_check = hanging_transactions(direct, topics)
+        result.open_transactions, result.transaction_check = hanging_transactions(direct, topics, cfg.shuffled)
     finally:
         feeder.halt.set()
         daemons.stop_all()

@@ -8,7 +8,8 @@ from topics.kafka import REQUEST_TIMEOUT_S
 # Every fault kind, in the order the table lists them, with what it does.
 KINDS: dict[str, str] = {
     "changelog-leader-kill": "SIGKILL the leader of a changelog partition, then start it again",
-    "coordinator-kill": "SIGKILL the transaction coordinator of the changelog's transactional.id, then start it",
+    "coordinator-kill": ("SIGKILL the transaction coordinator of the changelog's transactional.id (behind a "
+                         "shuffle, or the input stage's), then start it"),
     "controller-kill": "SIGKILL the active KRaft controller, then start it again",
     "input-leader-pause": "SIGSTOP a broker that leads input partitions past the client timeouts, then SIGCONT",
     "rolling-restart": "stop each broker cleanly and bring it back into every ISR before the next",

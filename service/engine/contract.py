@@ -131,7 +131,7 @@ class InputStage(Protocol):
     hands each task its share through the repartition topic, which the pipeline's own query
     then reads as its input. One per active spell: ``start`` fences the last one."""
 
-    def start(self, spark: SparkSession, store: Store) -> None: ...
+    def start(self, spark: SparkSession, store: Store, metrics: Metrics | None = None) -> None: ...
 
     def run_to_end(self, stop: threading.Event) -> None:
         """Available-now: until it has handed on the source's backlog (or ``stop``)."""

@@ -1,16 +1,18 @@
-"""The input, checked before a query starts: what the store still has to count must still
-be in the topic (a decision, never a crash, when it is not), and a brand-new store that
+"""The input, checked before a query starts: what is still to be read from it must still be
+in the topic (a decision, never a crash, when it is not), and a brand-new store that
 starts at the latest offsets records them first."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from restorer.changelog import ChangelogWriter
-from restorer.codec import Entry, encode_u64, input_topic_id_name, local_key, offset_key
+from restorer.codec import Entry, encode_u64, input_topic_id_name, local_key, offset_key, task_offset_key
 from restorer.commit import commit_batch
 from restorer.store import Store
-from service.engine.start_point import input_gaps
+from service.engine.start_point import InputGap, input_gaps
 from service.ops.metrics import Metrics
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, describe_topic, end_offsets
@@ -18,10 +20,29 @@ from topics.kafka import KafkaConnection, describe_topic, end_offsets
 log = logging.getLogger("brewstream")
 
 
-def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, accept_loss: bool,
-                metrics: Metrics | None = None) -> None:
-    """Refuse to start when the input lost what the store has not counted yet (deleted by
-    retention, or the topic re-created); with ``accept_loss``, skip it, say so and count it."""
+@dataclass(frozen=True)
+class InputChecked:
+    """What ``lost_input`` found: the gaps to skip, the partitions' (low, high) offsets, and
+    the topic's identity for the store (``None``: the store records this one already)."""
+
+    gaps: list[InputGap] = field(default_factory=list)
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    identity: Entry | None = None
+
+    @property
+    def earliest(self) -> dict[int, int]:
+        return {p: low for p, (low, _) in self.offsets.items()}
+
+
+def lost_input(conn: KafkaConnection, store: Store, topic: str, applied: Mapping[int, int], accept_loss: bool,
+               metrics: Metrics | None, *, pending: str, reset_refusal: str | None = None) -> InputChecked:
+    """The one rule for input lost before it was read: where ``topic`` no longer holds what
+    is to be read from ``applied`` on (deleted by retention, or the topic re-created: its
+    id is not the one the store recorded), refuse in one line; with ``accept_loss``, say
+    it, count it (``brewstream_input_lost_records_total``) and return the gaps to skip.
+    ``pending`` names what was not read ("the store has not counted"); ``reset_refusal``,
+    when given, refuses offsets that restarted below ``applied`` even with ``accept_loss``,
+    saying why."""
     shape = describe_topic(conn, topic)
     recorded = store.local(input_topic_id_name(topic))
     consumer = conn.consumer()
@@ -30,23 +51,39 @@ def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter,
     finally:
         consumer.close()
     recreated = recorded is not None and recorded.decode() != shape.topic_id
-    gaps = input_gaps(store.next_offsets(topic), offsets, recreated)
-    identity: list[Entry] = [(local_key(input_topic_id_name(topic)), shape.topic_id.encode())]
+    gaps = input_gaps(applied, offsets, recreated)
+    identity = (local_key(input_topic_id_name(topic)), shape.topic_id.encode()) if recorded is None or gaps else None
     if not gaps:
-        if recorded is None:
-            store.commit(identity)
-        return
+        return InputChecked([], offsets, identity)
     what = "; ".join(g.describe() for g in gaps)
+    if reset_refusal is not None and any(g.reset for g in gaps):
+        raise BrewError(f"input {topic} restarted its offsets below what {pending}: {what}; {reset_refusal}")
     if not accept_loss:
-        raise BrewError(f"input {topic} no longer holds records the store has not counted: {what}; pass "
-                        "--accept-input-loss to skip them (logged, and counted in "
-                        "brewstream_input_lost_records_total)")
+        raise BrewError(f"input {topic} no longer holds records {pending}: {what}; pass --accept-input-loss to skip "
+                        "them (logged, and counted in brewstream_input_lost_records_total)")
     log.warning("skipping input lost from %s (--accept-input-loss): %s", topic, what)
-    entries: list[Entry] = [(offset_key(topic, g.partition), encode_u64(g.low)) for g in gaps]
-    commit_batch(store, changelog, entries, local=identity)
     if metrics is not None:
         for g in gaps:
             metrics.input_lost.labels(metrics.pipeline, str(g.partition)).inc(g.lost)
+    return InputChecked(gaps, offsets, identity)
+
+
+def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, accept_loss: bool,
+                metrics: Metrics | None = None, by_task: bool = False) -> None:
+    """Refuse to start when the input lost what the store has not counted yet
+    (``lost_input``); with ``accept_loss``, the store's offsets move past it. ``by_task``:
+    each partition of ``topic`` is its task's alone (a shuffle's repartition topic), so its
+    offset moves for that task only, not for every task (``codec.spread_offsets``)."""
+    checked = lost_input(conn, store, topic, store.next_offsets(topic), accept_loss, metrics,
+                         pending="the store has not counted")
+    identity = [checked.identity] if checked.identity is not None else []
+    if not checked.gaps:
+        if identity:
+            store.commit(identity)
+        return
+    entries: list[Entry] = [(task_offset_key(topic, g.partition, g.partition) if by_task else
+                             offset_key(topic, g.partition), encode_u64(g.low)) for g in checked.gaps]
+    commit_batch(store, changelog, entries, local=identity)
 
 
 def pin_latest(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str,

@@ -53,7 +53,7 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
     input stage, started first (with available-now, run to its end first: the pipeline's
     query then reads all it handed on); what stops it stops this query (``InputStage.check``)."""
     if beside is not None:
-        beside.start(spark, store)
+        beside.start(spark, store, metrics)
         if cfg.available_now:
             beside.run_to_end(stop)
     for attempt in range(QUERY_RESTARTS + 1):
@@ -102,19 +102,22 @@ def run_query(p: Pipeline, cfg: RunConfig, spark: SparkSession, sink: BatchSink,
 
 
 def start_point(conn: KafkaConnection, applied: Mapping[int, int], topic: str, checkpoint_dir: Path,
-                partitions: list[int]) -> StartPoint:
+                partitions: list[int], earliest: Mapping[int, int] | None = None, what: str = "") -> StartPoint:
     """Where a query over ``topic`` starts, given what its state has ``applied`` (the next
-    offset per partition): its checkpoint, unless damaged, lost or ahead of the state."""
+    offset per partition): its checkpoint, unless damaged, lost, made for another input or
+    ahead of the state. ``earliest``: each partition's first offset, when just read;
+    ``what``: the query's name in the lines said, for a query other than the pipeline's."""
     problem = checkpoint_problem(checkpoint_dir, topic)
     if problem is not None:
-        log.warning("the Spark checkpoint in %s is damaged (%s); dropping it: the store's offsets say where to "
-                    "start", checkpoint_dir, problem)
+        log.warning("the Spark checkpoint in %s %s; dropping it: the store's offsets say where to start",
+                    checkpoint_dir, problem.verdict)
         drop_checkpoint(checkpoint_dir)
-    consumer = conn.consumer()
-    try:
-        earliest = {p: low for p, (low, _) in end_offsets(consumer, topic, partitions).items()}
-    finally:
-        consumer.close()
+    if earliest is None:
+        consumer = conn.consumer()
+        try:
+            earliest = {p: low for p, (low, _) in end_offsets(consumer, topic, partitions).items()}
+        finally:
+            consumer.close()
     checkpoint = checkpoint_resume_offsets(checkpoint_dir, topic)
     start = choose_start(topic, partitions, applied, earliest, checkpoint)
     if checkpoint is not None and not start.use_checkpoint:
@@ -123,8 +126,8 @@ def start_point(conn: KafkaConnection, applied: Mapping[int, int], topic: str, c
     elif start.use_checkpoint:
         forgotten = forget_unfinished_batches(checkpoint_dir)
         if forgotten:
-            log.info("batch %s was planned but not committed by the last run; planning it again up to the input's "
-                     "end", ", ".join(map(str, forgotten)))
+            log.info("%sbatch %s was planned but not committed by the last run; planning it again up to the input's "
+                     "end", f"{what} " if what else "", ", ".join(map(str, forgotten)))
     return start
 
 

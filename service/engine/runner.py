@@ -381,7 +381,8 @@ class Daemon:
                                              name=p.name)
             self.stores.mark_whole()
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
-            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics)
+            check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics,
+                        by_task=p.shuffled is not None)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
             if p.check is not None:

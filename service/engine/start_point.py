@@ -31,7 +31,20 @@ class StartPoint:
         return None if self.starting_offsets is None else json.dumps(self.starting_offsets)
 
 
-def checkpoint_problem(checkpoint_dir: Path, topic: str) -> str | None:
+@dataclass(frozen=True)
+class CheckpointProblem:
+    """Why Spark could not resume from a checkpoint: damaged, or whole but made for a query
+    over another input (the pipeline's input changed: ``run --shuffle`` switched on or off)."""
+
+    detail: str
+    other_input: bool = False
+
+    @property
+    def verdict(self) -> str:
+        return f"{'was made for another input' if self.other_input else 'is damaged'} ({self.detail})"
+
+
+def checkpoint_problem(checkpoint_dir: Path, topic: str) -> CheckpointProblem | None:
     """Why Spark could not resume from this checkpoint, or None when it looks whole.
 
     Checks the files Spark reads on start: the query metadata, the last two offset logs,
@@ -45,23 +58,25 @@ def checkpoint_problem(checkpoint_dir: Path, topic: str) -> str | None:
         metadata = checkpoint_dir / "metadata"
         if not metadata.exists():
             logged = [name for name in ("offsets", "commits", "sources") if _holds_files(checkpoint_dir / name)]
-            return f"its metadata file is missing, beside {' and '.join(logged)}" if logged else None
+            return CheckpointProblem(f"its metadata file is missing, beside {' and '.join(logged)}") if logged else None
         if "id" not in json.loads(metadata.read_text()):
-            return "its metadata has no query id"
+            return CheckpointProblem("its metadata has no query id")
         offsets = sorted(batch_ids(checkpoint_dir / "offsets"))
         commits = sorted(batch_ids(checkpoint_dir / "commits"))
         for batch in offsets[-2:]:
-            if _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch)), topic) is None:
-                return f"offsets/{batch} does not name {topic}"
+            text = _log_text(checkpoint_dir / "offsets" / str(batch))
+            if _source_offsets(text, topic) is None:
+                return CheckpointProblem(f"offsets/{batch} does not name {topic}", _names_a_source(text))
         if commits:
             if not offsets or commits[-1] > offsets[-1]:
-                return f"commits/{commits[-1]} has no offsets log"
+                return CheckpointProblem(f"commits/{commits[-1]} has no offsets log")
             _log_text(checkpoint_dir / "commits" / str(commits[-1]))
         initial = checkpoint_dir / "sources" / "0" / "0"
-        if initial.exists() and _source_offsets(initial.read_text(errors="replace"), topic) is None:
-            return "sources/0/0 does not name the topic"
+        first = initial.read_text(errors="replace") if initial.exists() else None
+        if first is not None and _source_offsets(first, topic) is None:
+            return CheckpointProblem(f"sources/0/0 does not name {topic}", _names_a_source(first))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return f"{type(exc).__name__}: {str(exc)[:120]}"
+        return CheckpointProblem(f"{type(exc).__name__}: {str(exc)[:120]}")
     return None
 
 
@@ -207,6 +222,19 @@ def _source_offsets(text: str, topic: str) -> dict[int, int] | None:
             if topic in doc:
                 return {int(p): int(o) for p, o in doc[topic].items()}
     return None
+
+
+def _names_a_source(text: str) -> bool:
+    """Whether a log names a source's offsets (a line of topic -> partition -> offset): one
+    that does, though not the topic asked for, is whole but made for another input."""
+    for line in text.splitlines():
+        try:
+            doc = json.loads(line.strip()) if line.strip().startswith("{") else None
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

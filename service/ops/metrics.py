@@ -112,10 +112,14 @@ class Metrics:
         self.batches.labels(p).inc()
         self.records.labels(p).inc(records)
         self.changelog_records.labels(p).inc(changelog_records)
-        for reason, n in bad_reasons.items():
-            self.bad.labels(p, reason_label(reason)).inc(n)
+        self.bad_records(bad_reasons)
         for phase, seconds in phases.items():
             self.batch_seconds.labels(p, phase).observe(seconds)
+
+    def bad_records(self, reasons: Mapping[str, int]) -> None:
+        """Input records sent to the DLQ, by reason."""
+        for reason, n in reasons.items():
+            self.bad.labels(self.pipeline, reason_label(reason)).inc(n)
 
     def kafka_outage(self, reason: str | None) -> None:
         """An outage began (its reason) or ended (None)."""

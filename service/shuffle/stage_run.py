@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
+from functools import partial
 from typing import TYPE_CHECKING
 
 from restorer.repartition import PartWriter, purge
 from restorer.store import Store
 from restorer.tasks import BY_WHOLE_KEY, Routing
 from service.engine.contract import RunConfig
+from service.engine.input_guard import lost_input
 from service.engine.outage import query_failed_on_kafka
 from service.engine.query import failure_line, start_point, start_query, stop_quietly
-from service.engine.start_point import InputGap, input_gaps
+from service.ops.metrics import Metrics
 from service.shuffle.input_stage import Count, InputStageSink, StageBatch, StageOptions
 from topics.errors import BrewError, KafkaUnavailable
-from topics.kafka import KafkaConnection, end_offsets, partitions_of
+from topics.kafka import KafkaConnection, partitions_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,7 +58,7 @@ class InputStageRun:
         self._purger: Purger | None = None
         self._ended = False  # an available-now run handed on its whole backlog
 
-    def start(self, spark: SparkSession, store: Store) -> None:
+    def start(self, spark: SparkSession, store: Store, metrics: Metrics | None = None) -> None:
         conn = self.cfg.conn
         partitions = partitions_of(conn, self.source_topic)
         self._writer = PartWriter(conn, self.repartition_topic, len(partitions_of(conn, self.repartition_topic)),
@@ -63,43 +66,30 @@ class InputStageRun:
         self._writer.start()  # fences the last input stage; its open transaction is aborted
         options = StageOptions(conn, self.source_topic, self.dlq_topic, self.checkpoint, self.record_bytes,
                                self.routing)
-        self._sink = InputStageSink(self._writer, self.count, options, on_batch=_said,
+        self._sink = InputStageSink(self._writer, self.count, options,
+                                    on_batch=partial(_said, metrics),
                                     applied=store.furthest_offsets(self.source_topic))
         applied = dict(self._sink.progress)
-        for gap in self._lost_input(applied, partitions):
+        # Input lost before it was handed on: ``engine.input_guard``'s rule. Offsets that
+        # restarted below the progress are refused either way: a task's cursor cannot
+        # follow them back.
+        checked = lost_input(conn, store, self.source_topic, applied, self.cfg.accept_input_loss, metrics,
+                             pending="the input stage handed on",
+                             reset_refusal="the tasks cannot count it again through the shuffle: count it under "
+                                           "new topics (--topic-prefix)")
+        for gap in checked.gaps:
             # What was lost is skipped: the next shares start at the first offset left, and
             # each task's cursor takes a share that starts past it (``shuffle.Cursor.admit``).
             applied[gap.partition] = self._sink.progress[gap.partition] = gap.low
-        start = start_point(conn, applied, self.source_topic, self.checkpoint, partitions)
+        if checked.identity is not None:
+            store.commit([checked.identity])
+        start = start_point(conn, applied, self.source_topic, self.checkpoint, partitions,
+                            earliest=checked.earliest, what="input stage")
         log.info("input stage: %s -> %s; %s", self.source_topic, self.repartition_topic, start.reason)
         self._query = start_query(spark, self.source_topic, self.cfg, self._sink, start, self.checkpoint,
                                   STAGE_CHECKPOINT)
         self._purger = Purger(conn, self.repartition_topic, store)
         self._purger.start()
-
-    def _lost_input(self, applied: dict[int, int], partitions: list[int]) -> list[InputGap]:
-        """The source's partitions that no longer hold what the stage has to hand on from
-        ``applied``: refused (``engine.input_guard``'s rule), or, with --accept-input-loss,
-        said and returned. Offsets that restarted below it are refused either way: a task's
-        cursor cannot follow them back."""
-        consumer = self.cfg.conn.consumer()
-        try:
-            offsets = end_offsets(consumer, self.source_topic, partitions)
-        finally:
-            consumer.close()
-        gaps = input_gaps(applied, offsets, recreated=False)
-        if not gaps:
-            return []
-        what = "; ".join(g.describe() for g in gaps)
-        if any(g.reset for g in gaps):
-            raise BrewError(f"input {self.source_topic} restarted its offsets below what the shuffle handed on: "
-                            f"{what}; the tasks cannot count it again through the shuffle: count it under new "
-                            "topics (--topic-prefix)")
-        if not self.cfg.accept_input_loss:
-            raise BrewError(f"input {self.source_topic} no longer holds records the input stage has not handed on: "
-                            f"{what}; pass --accept-input-loss to skip them (logged)")
-        log.warning("the input stage skips input lost from %s (--accept-input-loss): %s", self.source_topic, what)
-        return gaps
 
     def run_to_end(self, stop: threading.Event) -> None:
         assert self._query is not None
@@ -193,6 +183,10 @@ class Purger(threading.Thread):
 
 
 
-def _said(batch_id: int, batch: StageBatch, tasks: int, parts: int) -> None:
+def _said(metrics: Metrics | None, batch_id: int, batch: StageBatch, tasks: int, parts: int) -> None:
+    """A committed batch of the stage: its line, and its bad records by reason (the tasks'
+    batches know only how many there were)."""
     entries = sum(len(share) for share in batch.shares.values())
     log.info(STAGE_LINE, batch_id, entries, tasks, parts, len(batch.bad))
+    if metrics is not None:
+        metrics.bad_records(Counter(b.reason for b in batch.bad))

@@ -3,22 +3,28 @@
 ``shuffle``'s rule, give every task each share once (against an oracle that sums each
 batch once); the stage resumes where its last committed batch ended, by its parts or,
 once they are purged, by the tasks' cursors; the purge removes only what a task applied,
-and the task goes on from there."""
+and the task goes on from there. Parts lost before a task applied them are refused, or
+skipped by that task alone."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from restorer.changelog import Fenced, OutputRecord
+from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
+from restorer.codec import decode_entries, encode_u64, task_offset_key, task_offset_prefix
+from restorer.commit import commit_batch
 from restorer.repartition import PartWriter, parts_of, purge, resume_offsets
 from restorer.shuffle import Cursor, Part, admit_all, split_batch
+from restorer.store import Store
 from restorer.tasks import task_of
 from tests.support.helpers import create_topic, read_topic
 from topics.catalog import REPARTITION
+from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 from topics.records import read_from
 
@@ -122,3 +128,35 @@ def test_each_task_applies_every_share_once_through_a_replay_a_fence_and_a_purge
     assert resume_offsets(kafka, topic) == {}
     assert resume_offsets(kafka, topic, ends(third)) == ends(third)
 
+
+
+def test_repartition_input_lost_and_accepted_moves_only_its_tasks_offset(kafka: KafkaConnection,
+                                                                          tmp_path: Path) -> None:
+    """Parts lost from the repartition topic before their task applied them: refused, then,
+    with the loss accepted, skipped by that task alone; the other tasks' offsets and their
+    partitions stay as they were (a skip written as every task's offset would hold the
+    least of them there for good, and the purge and the replay filter with it)."""
+    from service.engine.input_guard import check_input
+
+    stamp = f"guard-{time.time_ns()}"
+    topic, changelog = f"{stamp}.repartition", f"{stamp}.changelog"
+    create_topic(kafka, topic, TASKS, REPARTITION)
+    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
+    producer = kafka.producer()
+    for task in range(TASKS):
+        for i in range(10):
+            producer.produce(topic, value=b"part %d" % i, partition=task)
+    producer.flush(30)
+    with Store(tmp_path / "store") as store:
+        writer = ChangelogWriter(kafka, changelog, range(TASKS))
+        writer.start()
+        try:
+            commit_batch(store, writer, [(task_offset_key(topic, t, t), encode_u64(5)) for t in range(TASKS)])
+            purge(kafka, topic, {1: 8})
+            with pytest.raises(BrewError, match=r"partition 1 offsets 5\.\.7 were deleted.*--accept-input-loss"):
+                check_input(kafka, store, writer, topic, False, by_task=True)
+            check_input(kafka, store, writer, topic, True, by_task=True)
+            held = decode_entries(store.scan(task_offset_prefix(topic))).task_offsets
+        finally:
+            writer.close()
+    assert held == {t: {topic: {t: 8 if t == 1 else 5}} for t in range(TASKS)}

@@ -1,5 +1,6 @@
 """``brewstream run --shuffle``: one instance runs the input stage and the tasks, against an
-oracle of the orders fed (a few malformed).
+oracle of the orders fed (a few malformed, two of them through the input stage: counted
+by reason in its metrics).
 
 A store counted directly goes on through the shuffle. The daemon is killed after a task
 stage's changelog commit and started again, then SIGKILLed while both stages run, and a
@@ -8,7 +9,8 @@ behind, then catches up and goes on. The counts, the order counters and the DLQ 
 oracle, every count in its task's changelog partition, and the repartition topic is
 purged below what the tasks applied. Input lost before the input stage handed it on is
 refused, then skipped with --accept-input-loss. The direct pipeline then refuses the store
-in one line."""
+in one line, and the orders topic re-created under the shuffle is refused, even where its
+offsets already reach past the store's."""
 
 from __future__ import annotations
 
@@ -20,15 +22,19 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from restorer.codec import decode_u64
 from restorer.tasks import task_of
 from sandbox.kraft import free_port
-from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, drink_key
+from service.drink_count.counts import BAD_ORDERS as BAD_ORDERS_KEY
+from service.drink_count.counts import PROCESSED_ORDERS, drink_key
+from tests.support.corpus import BAD_ORDERS
 from tests.support.daemon import Instance
 from tests.support.drink_count import assert_exact, feed_with_bad, make_orders, store_state
 from tests.support.drink_count import run_available_now as run_now
 from tests.support.helpers import Pipeline, oracle, order_bytes, produce, read_topic
+from topics.admin import create_topics
 from topics.clock import wait_until
 from topics.errors import BrewError
 from topics.kafka import end_offsets
@@ -83,6 +89,11 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     active.wait_for("input stage batch")
     active.kill()
     standby.wait_for("took over from")
+    # Two bad orders through the new active's input stage: each in the DLQ with its reason,
+    # and counted by reason in its metrics.
+    produce(pipe.conn, pipe.topics.orders, [(b"bad", raw) for _, raw, _ in BAD_ORDERS[7:9]])
+    wait_until(lambda: bad_by_reason(port) == {"missing order_id": 1, "order_id is not a string": 1}, 60,
+               "the new active's metrics to count both bad orders by reason")
     applied = store_state_wait(standby, len(good))
     wait_until(lambda: all(low_marks(pipe)[t] >= applied.get(t, 0) > 0 for t in range(3)), 60,
                "the repartition topic to be purged below what each task applied")
@@ -90,10 +101,10 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     wait_until(lambda: api_status(port).get("lag") == 0, 60, "/api/status to show no lag")
     assert api_status(port)["input_topic"] == pipe.topics.orders
     assert standby.stop() == 0
-    assert_exact(pipe, standby.state, good)
+    assert_exact(pipe, standby.state, good, bad=8)
 
     state = store_state(standby.state)
-    assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS] == 6
+    assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS_KEY] == 8
     latest = {m.key(): m for m in read_topic(pipe.conn, pipe.topics.changelog) if m.key() is not None}
     for drink, n in oracle(good).items():
         m = latest[drink_key(drink)]
@@ -110,16 +121,43 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
         run_now(pipe, spark, dirs, shuffle=True)
     assert run_now(pipe, spark, dirs, shuffle=True, accept_input_loss=True) == 0
     good += more[120:]
-    assert_exact(pipe, dirs["state"], good)
+    assert_exact(pipe, dirs["state"], good, bad=8)
 
     with pytest.raises(BrewError, match="--shuffle"):
         run_now(pipe, spark, dirs)
+
+    # The orders topic re-created, its offsets already past the store's on every partition:
+    # only its identity tells. The shuffle's cursors cannot follow it: refused either way.
+    handed_on = store_state(dirs["state"]).next_offsets(pipe.topics.orders)
+    admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
+    wait_until(lambda: recreated(pipe), 60, "the orders topic to be re-created")
+    for partition, offset in handed_on.items():
+        produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(offset + 5, seed=66)),
+                partition=partition)
+    for accept in (False, True):
+        with pytest.raises(BrewError, match=r"re-created or truncated.*count it under new topics"):
+            run_now(pipe, spark, dirs, shuffle=True, accept_input_loss=accept)
+
+
+def recreated(pipe: Pipeline) -> bool:
+    try:
+        return dict(create_topics(pipe.conn, 3, 1, pipe.topics)).get(pipe.topics.orders) == "created"
+    except BrewError:  # still being deleted
+        return False
 
 
 def api_status(port: int) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=10) as answer:
         body: dict[str, Any] = json.load(answer)
     return body
+
+
+def bad_by_reason(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {s.labels["reason"]: s.value for family in text_string_to_metric_families(text)
+            if family.name == "brewstream_bad_records" for s in family.samples
+            if s.name == "brewstream_bad_records_total" and s.value}
 
 
 def store_state_wait(daemon: Instance, orders: int) -> dict[int, int]:

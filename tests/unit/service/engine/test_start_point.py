@@ -90,7 +90,17 @@ def test_damaged_checkpoints_are_named(tmp_path: Path) -> None:
         ({0: GOOD}, [3]),                              # a commit without its offsets
         ({0: "v1\n{not json"}, []),
     ]):
-        assert checkpoint_problem(_checkpoint(tmp_path / str(i), offsets, commits), T) is not None
+        problem = checkpoint_problem(_checkpoint(tmp_path / str(i), offsets, commits), T)
+        assert problem is not None and not problem.other_input, problem
+
+
+def test_a_whole_checkpoint_of_another_input_is_told_apart_from_a_damaged_one(tmp_path: Path) -> None:
+    from service.engine.start_point import checkpoint_problem
+
+    other = GOOD.replace(T, "brew.drink-count-repartition")
+    problem = checkpoint_problem(_checkpoint(tmp_path / "other", {0: GOOD, 1: other}, [0]), T)
+    assert problem is not None and problem.other_input
+    assert problem.verdict == f"was made for another input (offsets/1 does not name {T})"
 
 
 def test_input_gaps_name_lost_and_reset_partitions() -> None:
@@ -175,7 +185,9 @@ def test_a_checkpoint_without_its_metadata_is_damaged_and_an_empty_one_is_not(tm
         for other in {"offsets", "commits", "sources"} - {logged}:
             shutil.rmtree(root / other)
         (root / "metadata").unlink()
-        assert checkpoint_problem(root, T) == f"its metadata file is missing, beside {logged}"
+        problem = checkpoint_problem(root, T)
+        assert problem is not None and problem.detail == f"its metadata file is missing, beside {logged}"
+        assert problem.verdict.startswith("is damaged (")
 
 
 @given(st.one_of(st.none(), st.dictionaries(st.integers(0, 5), st.integers(0, 10**12), max_size=4)),
