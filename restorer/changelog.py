@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, route_key, shape_key
+from restorer.codec import Entry, changelog_partition_of, commit_key, encode_u64, route_key, shape_key, tasked_key
 from restorer.tasks import BY_WHOLE_KEY, Routing, task_of
 from topics.errors import BrewError, KafkaUnavailable
 from topics.kafka import KafkaConnection, TopicShape, describe_topic, failed, is_transient
@@ -74,6 +74,11 @@ def cluster_trouble_in(err: KafkaError, failures: Sequence[KafkaError]) -> bool:
 def transactional_id(changelog_topic: str) -> str:
     """The fencing identity: one per changelog, whatever the state dir, host or instance."""
     return f"brewstream:{changelog_topic}"
+
+
+def task_transactional_id(changelog_topic: str, task: int) -> str:
+    """A task's fencing identity, for a changelog written by task: one per partition."""
+    return f"brewstream:{changelog_topic}:task-{task}"
 
 
 class Delivered:
@@ -182,32 +187,54 @@ class TransactionalWriter:
 
 
 class ChangelogWriter:
+    """The changelog's writer: each batch in one transaction over every partition, or with
+    ``by_task``, each task's share of it (its partition's entries) in a transaction of the
+    task's own (``task_transactional_id``), so that a task is fenced on its own. A batch
+    split so may commit for some tasks only, which a store behind a shuffle takes in its
+    stride: each task applies its input by cursors of its own (``restorer.shuffle``)."""
+
     def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
-                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY) -> None:
+                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY, by_task: bool = False) -> None:
         self.topic = topic
         self.partitions = list(partitions)
         self.routing = routing
+        self.by_task = by_task
         self.transactional_id = transactional_id(topic)
         self._conn = conn
         self._txn = TransactionalWriter(conn, self.transactional_id, f"changelog {topic}", max_record_bytes)
+        self._tasks = {t: TransactionalWriter(conn, task_transactional_id(topic, t), f"changelog {topic} (task {t})",
+                                              max_record_bytes) for t in (self.partitions if by_task else ())}
 
     def start(self) -> None:
-        """Register the transactional.id: fences older instances, aborts their open txn."""
+        """Register the transactional.id: fences older instances, aborts their open txn.
+        By task, every task's too; the changelog's own id is still registered, so a writer
+        of the whole changelog is fenced as well."""
         self._txn.start()
+        for task in self._tasks.values():
+            task.start()
 
     def shape(self) -> TopicShape:
         """The changelog's topic id and partition count as the broker has them now."""
         return describe_topic(self._conn, self.topic)
 
-    def markers(self, seq: int) -> list[Entry]:
-        """The entries every transaction writes to every partition: batch ``seq``, the
-        partition count and, for keys routed by a part of them, the routing's version, so
-        a restore can prove it read one whole batch of the same shape."""
+    def markers(self, seq: int, partitions: Iterable[int] | None = None) -> list[Entry]:
+        """The entries a transaction writes to each partition it commits to (default: every
+        partition): batch ``seq``, the partition count and, for keys routed by a part of
+        them, the routing's version, so a restore can prove it read one whole batch of the
+        same shape; by task, the tasked marker too (``codec.tasked_key``)."""
+        parts = self.partitions if partitions is None else sorted(partitions)
         n = encode_u64(len(self.partitions))
-        markers: list[Entry] = [(commit_key(p), encode_u64(seq)) for p in self.partitions]
+        markers: list[Entry] = [(commit_key(p), encode_u64(seq)) for p in parts]
         if self.routing.version:
-            markers += [(route_key(p), encode_u64(self.routing.version)) for p in self.partitions]
-        return markers + [(shape_key(p), n) for p in self.partitions]
+            markers += [(route_key(p), encode_u64(self.routing.version)) for p in parts]
+        if self.by_task:
+            markers += [(tasked_key(p), encode_u64(1)) for p in parts]
+        return markers + [(shape_key(p), n) for p in parts]
+
+    def batch_markers(self, seq: int, entries: Iterable[Entry]) -> list[Entry]:
+        """The markers of a batch of ``entries``: every partition's in one transaction; by
+        task, those of the tasks it writes to."""
+        return self.markers(seq, {self.partition_of(k) for k, _ in entries} if self.by_task else None)
 
     def partition_of(self, key: bytes) -> int:
         pinned = changelog_partition_of(key)
@@ -215,13 +242,19 @@ class ChangelogWriter:
 
     def publish(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
-        """Produce ``entries`` and ``outputs`` in one transaction and commit it.
+        """Produce ``entries`` and ``outputs`` in one transaction and commit it; by task,
+        each task's entries in a transaction of its own, one after the other
+        (``before_commit`` before the last commit: the others are committed by then), and
+        no outputs.
 
         ``outputs`` is consumed lazily, so it may stream records too big to hold at once.
         Returns, per changelog partition written, the offset just past this batch's
         records: the store's position once it has applied them. Raises ``Fenced`` when
-        another instance has taken the changelog over.
+        another instance has taken the changelog (or a task of it) over.
         """
+        if self.by_task:
+            return self._publish_by_task(entries, outputs, before_commit)
+
         def write(producer: Producer, delivered: Delivered) -> None:
             for key, value in entries:
                 assert key is not None
@@ -233,5 +266,24 @@ class ChangelogWriter:
 
         return self._txn.transact(write, before_commit).positions
 
+    def _publish_by_task(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord],
+                         before_commit: Callable[[], None] | None) -> dict[int, int]:
+        if any(True for _ in outputs):
+            raise ValueError("a changelog written by task takes no output records")
+        shares: dict[int, list[Entry]] = {}
+        for key, value in entries:
+            shares.setdefault(self.partition_of(key), []).append((key, value))
+        positions: dict[int, int] = {}
+        for i, (task, share) in enumerate(sorted(shares.items())):
+            def write(producer: Producer, delivered: Delivered, share: list[Entry] = share, task: int = task) -> None:
+                for key, value in share:
+                    produce_waiting(producer, self.topic, key, value, partition=task, on_delivery=delivered.tracked)
+
+            last = i == len(shares) - 1
+            positions.update(self._tasks[task].transact(write, before_commit if last else None).positions)
+        return positions
+
     def close(self) -> None:
         self._txn.close()
+        for task in self._tasks.values():
+            task.close()

@@ -24,6 +24,9 @@ reason, a store whose keys go to partitions by a part of the key (``restorer.tas
 a window by its key, not its start) writes a route marker to each partition as well, the
 version of that rule; a store or changelog written by another rule is refused before
 a start (``restorer.catchup``). A store routed by its whole keys writes none, as before.
+
+A writer by task (behind a shuffle: each task's entries in a transaction of its own, so
+each task is fenced on its own) writes a tasked marker to each partition it commits to.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _COMMIT = RESERVED + b"commit\x00"
 _POSITION = RESERVED + b"position\x00"
 _SHAPE = RESERVED + b"shape\x00"
 _ROUTE = RESERVED + b"route\x00"
+_TASKED = RESERVED + b"tasked\x00"
 _LOCAL = RESERVED + b"local\x00"
 U64_MAX = 2**64 - 1
 
@@ -157,6 +161,13 @@ def route_key(changelog_partition: int) -> bytes:
     return _ROUTE + str(changelog_partition).encode()
 
 
+def tasked_key(changelog_partition: int) -> bytes:
+    """Key of the marker saying the partition's batches are committed task by task, each
+    task in a transaction of its own (``restorer.changelog``'s writer by task), so a
+    restore never waits for the partitions to name one batch."""
+    return _TASKED + str(changelog_partition).encode()
+
+
 def local_key(name: str) -> bytes:
     """Store-local fact (never published); its value is raw bytes."""
     return _LOCAL + name.encode()
@@ -182,13 +193,17 @@ def route_prefix() -> bytes:
     return _ROUTE
 
 
+def tasked_prefix() -> bytes:
+    return _TASKED
+
+
 def local_prefix() -> bytes:
     return _LOCAL
 
 
 def published_prefixes() -> tuple[bytes, ...]:
     """The reserved families that travel through the changelog."""
-    return (_OFFSET, _TASK_OFFSET, _META, _COMMIT, _SHAPE, _ROUTE)
+    return (_OFFSET, _TASK_OFFSET, _META, _COMMIT, _SHAPE, _ROUTE, _TASKED)
 
 
 def is_reserved(key: bytes) -> bool:
@@ -203,14 +218,14 @@ def is_local(key: bytes) -> bool:
 def pinned_prefixes() -> tuple[bytes, ...]:
     """The families whose keys name the changelog partition they belong to: the markers,
     and each task's input offsets."""
-    return (_COMMIT, _SHAPE, _ROUTE, _TASK_OFFSET)
+    return (_COMMIT, _SHAPE, _ROUTE, _TASKED, _TASK_OFFSET)
 
 
 def changelog_partition_of(key: bytes) -> int | None:
     """The partition a key must be produced to, when it is not left to the partitioner."""
     if key.startswith((_TASK_OFFSET, _TASK_PART)):
         return int(key.rpartition(b"\x00")[2])
-    for prefix in (_COMMIT, _SHAPE, _ROUTE):
+    for prefix in (_COMMIT, _SHAPE, _ROUTE, _TASKED):
         if key.startswith(prefix):
             return int(key[len(prefix):])
     return None
@@ -233,6 +248,7 @@ class StoreState:
     positions: dict[int, int] = field(default_factory=dict)
     shapes: dict[int, int] = field(default_factory=dict)  # changelog partition -> partition count
     routes: dict[int, int] = field(default_factory=dict)  # changelog partition -> routing version
+    tasked: set[int] = field(default_factory=set)  # changelog partitions committed task by task
     local: dict[str, bytes] = field(default_factory=dict)
 
     @property
@@ -245,7 +261,7 @@ class StoreState:
 
     def is_empty(self) -> bool:
         return not (self.names or self.offsets or self.task_offsets or self.task_parts or self.meta or self.commits
-                    or self.positions or self.shapes or self.routes or self.local)
+                    or self.positions or self.shapes or self.routes or self.tasked or self.local)
 
     def offsets_json(self) -> dict[str, dict[str, int]]:
         """The next input offset per partition, as ``brewstream counts --json`` prints them."""
@@ -285,6 +301,9 @@ def decode_entries(entries: Iterable[tuple[bytes, bytes]]) -> StoreState:
             state.shapes[int(key[len(_SHAPE):])] = n
         elif key.startswith(_ROUTE):
             state.routes[int(key[len(_ROUTE):])] = n
+        elif key.startswith(_TASKED):
+            if n:
+                state.tasked.add(int(key[len(_TASKED):]))
         else:
             raise ValueError(f"unknown reserved key {key!r}")
     least: dict[str, dict[int, int]] = {}

@@ -74,7 +74,8 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     seq = store.last_seq() + 1
     # Each input offset as every task's own, in its changelog partition (``codec``).
     legacy = store.get_u64([k for k, _ in entries if is_offset_key(k)])
-    entries = [*spread_offsets(entries, changelog.partitions, legacy), *changelog.markers(seq)]
+    spread = spread_offsets(entries, changelog.partitions, legacy)
+    entries = [*spread, *changelog.batch_markers(seq, spread)]
     published = entries
     recreated = recorded is not None and recorded.decode() != shape.topic_id
     if recreated:
@@ -84,7 +85,8 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
         batch = dict(entries)
         published = [(k, v) for k, v in store.items() if not is_local(k) and k not in batch] + entries
 
-    # 3. Changelog entries and output records: all visible together, or not at all.
+    # 3. Changelog entries and output records: all visible together, or not at all (by
+    # task: each task's entries, ``ChangelogWriter``).
     reached = faults.reached if faults is not None else (lambda _point: None)
     positions = changelog.publish(published, outputs, before_commit=lambda: reached("mid-transaction"))
     t1 = time.monotonic()

@@ -46,6 +46,7 @@ from restorer.codec import (
     local_key,
     position_key,
     shape_prefix,
+    tasked_prefix,
 )
 from restorer.integrity import ChangelogRefused, ChangelogView, StoreFacts, shape_message
 from restorer.store import Store
@@ -309,7 +310,11 @@ def _markers(latest: Mapping[bytes, bytes | None], prefix: bytes) -> StoreState:
 
 
 def _split_transaction(store: Store, latest: dict[bytes, bytes | None]) -> dict[int, int] | None:
-    """The commit marker of each partition, when they do not all name the same batch."""
+    """The commit marker of each partition, when they do not all name the same batch.
+    Partitions committed task by task (``codec.tasked_key``) are left out: their tasks
+    commit apart, and each applies its input by cursors of its own."""
     commits = store.commit_markers()
     commits.update(_markers(latest, commit_prefix()).commits)
+    tasked = store.tasked_partitions() | _markers(latest, tasked_prefix()).tasked
+    commits = {p: seq for p, seq in commits.items() if p not in tasked}
     return commits if len(set(commits.values())) > 1 else None

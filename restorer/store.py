@@ -33,6 +33,7 @@ from restorer.codec import (
     route_prefix,
     task_offset_prefix,
     task_part_prefix,
+    tasked_prefix,
 )
 from restorer.file_lock import lock_folder
 from topics.errors import BrewError, disk_problem
@@ -153,6 +154,10 @@ class Store:
     def commit_markers(self) -> dict[int, int]:
         """The batch sequence each changelog partition's last commit marker names."""
         return decode_entries(self.scan(commit_prefix())).commits
+
+    def tasked_partitions(self) -> set[int]:
+        """The changelog partitions committed task by task (``codec.tasked_key``)."""
+        return decode_entries(self.scan(tasked_prefix())).tasked
 
     def route_markers(self) -> dict[int, int]:
         """The routing version each changelog partition's last route marker names."""

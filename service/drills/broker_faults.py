@@ -7,8 +7,8 @@ at a steady rate, the drill runs the daemon alone, then an active with a hot sta
 between them, every fault kind of ``KINDS``, ``rounds`` times each in a seeded order:
 
 - the leader of a changelog partition, the transaction coordinator of the changelog's
-  transactional.id (or, behind a shuffle, of the input stage's, at random), the active
-  KRaft controller: SIGKILLed, then started again;
+  transactional.id (or, behind a shuffle, of the input stage's or a task's, at random),
+  the active KRaft controller: SIGKILLed, then started again;
 - a broker that leads input partitions: SIGSTOPped for longer than the client timeouts,
   then SIGCONTed;
 - a rolling restart: each broker stopped cleanly and back in every ISR before the next;
@@ -33,7 +33,7 @@ from the changelog against an oracle summed from the orders the feeder had commi
 the input read back holding as many records as were fed (a feed that doubled a record
 would make the oracle wrong, not the daemon); and
 no transaction left hanging: the coordinator describes every transactional.id the daemons
-wrote under (the changelog's, and behind a shuffle the input stage's; DescribeTransactions,
+wrote under (the changelog's, and behind a shuffle the input stage's and each task's; DescribeTransactions,
 ``sandbox.kafka_wire``) in no open state, and every partition they wrote transactionally
 (changelog, DLQ, repartition topic) has its last stable offset at its high watermark.
 """
@@ -56,7 +56,7 @@ from typing import TextIO
 
 from confluent_kafka import TopicPartition
 
-from restorer.changelog import transactional_id
+from restorer.changelog import task_transactional_id, transactional_id
 from restorer.repartition import input_stage_id
 from sandbox import roles
 from sandbox.kraft import free_port
@@ -458,7 +458,7 @@ def fault_changelog_leader_kill(run: Pass) -> str:
 
 
 def fault_coordinator_kill(run: Pass) -> str:
-    tid = run.rng.choice(transactional_ids(run.topics, run.cfg.shuffled))
+    tid = run.rng.choice(transactional_ids(run.direct, run.topics, run.cfg.shuffled))
     node = roles.transaction_coordinator(run.direct.bootstrap, tid)
     return _kill_and_start(run, node, f"transaction coordinator of {tid}")
 
@@ -591,10 +591,13 @@ def open_partitions(committed: object, everything: object, topic: str, partition
     return out
 
 
-def transactional_ids(topics: Topics, shuffled: bool) -> list[str]:
+def transactional_ids(conn: KafkaConnection, topics: Topics, shuffled: bool) -> list[str]:
     """Every transactional.id the daemons write under: the changelog's and, behind a
-    shuffle, the input stage's."""
-    return [transactional_id(topics.changelog), *([input_stage_id(topics.drink_count_repartition)] if shuffled else [])]
+    shuffle, the input stage's and each task's (``changelog.task_transactional_id``)."""
+    if not shuffled:
+        return [transactional_id(topics.changelog)]
+    tasks = [task_transactional_id(topics.changelog, t) for t in partitions_of(conn, topics.changelog)]
+    return [transactional_id(topics.changelog), input_stage_id(topics.drink_count_repartition), *tasks]
 
 
 def hanging_transactions(conn: KafkaConnection, topics: Topics, shuffled: bool = False) -> tuple[list[str], str]:
@@ -604,7 +607,7 @@ def hanging_transactions(conn: KafkaConnection, topics: Topics, shuffled: bool =
     is behind its high watermark. Returns (problems, what was checked)."""
     problems: list[str] = []
     states = []
-    for tid in transactional_ids(topics, shuffled):
+    for tid in transactional_ids(conn, topics, shuffled):
         state = roles.transaction_state(conn.bootstrap, tid)
         states.append(f"{tid} {state.state}")
         if state.open:

@@ -9,7 +9,7 @@ from topics.kafka import REQUEST_TIMEOUT_S
 KINDS: dict[str, str] = {
     "changelog-leader-kill": "SIGKILL the leader of a changelog partition, then start it again",
     "coordinator-kill": ("SIGKILL the transaction coordinator of the changelog's transactional.id (behind a "
-                         "shuffle, or the input stage's), then start it"),
+                         "shuffle, or the input stage's or a task's), then start it"),
     "controller-kill": "SIGKILL the active KRaft controller, then start it again",
     "input-leader-pause": "SIGSTOP a broker that leads input partitions past the client timeouts, then SIGCONT",
     "rolling-restart": "stop each broker cleanly and bring it back into every ISR before the next",

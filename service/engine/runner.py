@@ -369,8 +369,9 @@ class Daemon:
         self.lease.set_role(STARTING)
         self.lease.claim()  # announced before the fencing below, so every reader sees this takeover first
         steps.done("lease")
+        # Behind a shuffle each task commits in a transaction of its own (fenced on its own).
         changelog = ChangelogWriter(cfg.conn, p.changelog_topic, self.changelog_partitions, self.record_bytes,
-                                    routing=p.wing.routing)
+                                    routing=p.wing.routing, by_task=p.shuffled is not None)
         stage = p.shuffled.new_stage() if p.shuffled is not None else None
         try:
             changelog.start()  # fences any other writer of this changelog

@@ -7,7 +7,9 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
+from restorer.changelog import ChangelogWriter, Fenced, OutputRecord, TransactionalWriter, task_transactional_id
+from restorer.codec import commit_key, encode_u64, shape_key, tasked_key
+from restorer.tasks import task_of
 from service.dlq.read import DlqRecord
 from service.dlq.replay import Sender
 from tests.support.helpers import create_topic, read_topic
@@ -37,6 +39,32 @@ def test_a_writer_fenced_mid_transaction_raises_fenced_and_closes_quietly(kafka:
     assert (b"latte", b"1") in committed and (b"mocha", b"1") in committed
     assert (b"latte", b"2") not in committed
     assert read_topic(kafka, out, committed_only=True) == []
+
+
+def test_a_changelog_written_by_task_fences_each_task_on_its_own(kafka: KafkaConnection) -> None:
+    """By task, each task's entries commit in a transaction of the task's own: a new writer
+    of one task fences the old writer for that task alone, and its other tasks go on."""
+    changelog = f"by-task-{time.time_ns()}"
+    create_topic(kafka, changelog, 3)
+    keys = {task_of(k, 3): k for k in (f"drink-{i}".encode() for i in range(40))}
+    old = ChangelogWriter(kafka, changelog, [0, 1, 2], by_task=True)
+    old.start()
+    new = TransactionalWriter(kafka, task_transactional_id(changelog, 1), "task 1's new owner")
+    try:
+        assert set(old.publish([(keys[0], b"1"), (keys[1], b"1")])) == {0, 1}
+        with pytest.raises(ValueError, match="no output records"):
+            old.publish([(keys[0], b"x")], [OutputRecord(changelog, b"k", b"v")])
+        new.start()  # task 1 moved to another instance
+        with pytest.raises(Fenced, match=r"changelog .* \(task 1\)"):
+            old.publish([(keys[1], b"2")])
+        assert set(old.publish([(keys[0], b"3"), (keys[2], b"3")])) == {0, 2}
+        markers = dict(old.batch_markers(7, [(keys[2], b"3")]))
+        assert markers == {commit_key(2): encode_u64(7), tasked_key(2): encode_u64(1), shape_key(2): encode_u64(3)}
+    finally:
+        old.close()
+        new.close()
+    committed = {(m.partition(), m.key(), m.value()) for m in read_topic(kafka, changelog, committed_only=True)}
+    assert committed == {(0, keys[0], b"1"), (1, keys[1], b"1"), (0, keys[0], b"3"), (2, keys[2], b"3")}
 
 
 def test_a_replay_fenced_mid_transaction_says_so_and_closes_quietly(kafka: KafkaConnection) -> None:

@@ -7,8 +7,9 @@ repartition topic then holds every share of an input offset once, the DLQ each m
 order once, and the stage's progress is the input's end.
 
 The task stage applies those parts to the drink counts in small batches (shares cut into
-parts that batches end between), killed after its changelog commit and after its store
-commit, its store lost once, and a share written to the repartition topic a second time
+parts that batches end between), each task committing in a transaction of its own: killed
+before the last task's commit (the others committed), after its changelog commit and
+after its store commit, its store lost once, and a share written to the repartition topic a second time
 cut otherwise (an input stage that lost its progress): the store and the changelog each
 hold the oracle's counts and counters (good and bad orders), every count in its task's
 changelog partition."""
@@ -26,7 +27,7 @@ from confluent_kafka import Producer
 
 from restorer.catchup import bring_store_up_to_date
 from restorer.changelog import ChangelogWriter
-from restorer.codec import decode_u64, meta_key
+from restorer.codec import commit_key, decode_u64, meta_key
 from restorer.faults import FaultPlan
 from restorer.repartition import PartWriter, parts_of, resume_offsets
 from restorer.shuffle import admit_all, cut_share
@@ -83,7 +84,7 @@ def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state
     """One life of the task stage owning every task: the store brought up to date with the
     changelog (restored when lost), a new writer, the query to the repartition topic's end."""
     store = Store(state)
-    changelog = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)))
+    changelog = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)), by_task=True)
     try:
         changelog.start()
         bring_store_up_to_date(kafka, store, changelog, auto_restore=True, check_value=check_count)
@@ -95,6 +96,13 @@ def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state
         store.close()
         if fault is None:
             changelog.close()
+
+
+def split_markers(kafka: KafkaConnection, topic: str) -> bool:
+    """Whether the changelog's partitions name different batches (committed task by task)."""
+    seqs = {m.partition(): decode_u64(m.value() or b"") for m in read_from(kafka, topic)
+            if m.key() == commit_key(m.partition() or 0)}
+    return len(set(seqs.values())) > 1
 
 
 def make_topics(kafka: KafkaConnection) -> dict[str, str]:
@@ -162,6 +170,10 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
 
     # The task stage, killed after each of its commits, its store lost once.
     state, checkpoint = tmp_path / "store", tmp_path / "task-checkpoint"
+    # Killed before the last task's commit: the other tasks committed that batch, and the
+    # next life's catch-up takes the changelog's partitions at different batches.
+    assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "mid-transaction@2"), Crash)
+    assert split_markers(kafka, topics["changelog"]), "the kill left no task behind the others"
     assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "after-changelog-commit@2"), Crash)
     assert isinstance(task_stage(spark, kafka, topics, state, checkpoint, "after-store-commit@3"), Crash)
     shutil.rmtree(state)

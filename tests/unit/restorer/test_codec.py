@@ -18,6 +18,7 @@ from restorer.codec import (
     spread_offsets,
     task_offset_key,
     task_part_key,
+    tasked_key,
 )
 from service.drink_count.counts import PROCESSED_ORDERS, drink_counts, drink_key
 
@@ -55,6 +56,7 @@ def test_decode_entries_sorts_keys_into_their_kinds() -> None:
     assert counts.processed_orders == 4
     assert state.commits == {2: 9}
     assert state.positions == {1: 77}
+    assert decode_entries([(tasked_key(1), encode_u64(1)), (tasked_key(4), encode_u64(1))]).tasked == {1, 4}
     assert counts.as_json() == {"counts": {"latte": 5}, "offsets": {"brew.orders.v1": {"0": 10, "12": 3}},
                                 "tasks": {}}  # not built against a changelog yet: no task count
 
@@ -66,6 +68,7 @@ def test_unknown_reserved_key_is_an_error() -> None:
 
 def test_only_commit_markers_choose_their_partition_and_positions_stay_local() -> None:
     assert changelog_partition_of(commit_key(2)) == 2
+    assert changelog_partition_of(tasked_key(3)) == 3 and not is_local(tasked_key(3))
     assert changelog_partition_of(drink_key("latte")) is None
     assert is_local(position_key(0))
     assert not is_local(commit_key(0))
