@@ -17,7 +17,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -28,6 +31,7 @@ from topics.kafka import KafkaConnection, TopicShape, describe_topic, failed, is
 from topics.records import call_until, close_transactional, is_fenced, produce_waiting
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Fenced(BrewError):
@@ -204,14 +208,15 @@ class ChangelogWriter:
         self._txn = TransactionalWriter(conn, self.transactional_id, f"changelog {topic}", max_record_bytes)
         self._tasks = {t: TransactionalWriter(conn, task_transactional_id(topic, t), f"changelog {topic} (task {t})",
                                               max_record_bytes) for t in (self.partitions if by_task else ())}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(self._tasks), 16)),
+                                        thread_name_prefix="changelog-tasks")
 
     def start(self) -> None:
         """Register the transactional.id: fences older instances, aborts their open txn.
         By task, every task's too; the changelog's own id is still registered, so a writer
         of the whole changelog is fenced as well."""
         self._txn.start()
-        for task in self._tasks.values():
-            task.start()
+        self._at_once([task.start for task in self._tasks.values()])
 
     def shape(self) -> TopicShape:
         """The changelog's topic id and partition count as the broker has them now."""
@@ -273,17 +278,38 @@ class ChangelogWriter:
         shares: dict[int, list[Entry]] = {}
         for key, value in entries:
             shares.setdefault(self.partition_of(key), []).append((key, value))
-        positions: dict[int, int] = {}
-        for i, (task, share) in enumerate(sorted(shares.items())):
-            def write(producer: Producer, delivered: Delivered, share: list[Entry] = share, task: int = task) -> None:
+        if not shares:
+            return {}
+
+        def transaction(task: int, share: list[Entry], before: Callable[[], None] | None = None) -> Delivered:
+            def write(producer: Producer, delivered: Delivered) -> None:
                 for key, value in share:
                     produce_waiting(producer, self.topic, key, value, partition=task, on_delivery=delivered.tracked)
+            return self._tasks[task].transact(write, before)
 
-            last = i == len(shares) - 1
-            positions.update(self._tasks[task].transact(write, before_commit if last else None).positions)
+        # The tasks' transactions at once, each on its own producer, the last one after them:
+        # two round trips to the cluster a batch, however many tasks it writes to.
+        *others, (last, share) = sorted(shares.items())
+        positions: dict[int, int] = {}
+        for done in self._at_once([partial(transaction, t, s) for t, s in others]):
+            positions.update(done.positions)
+        positions.update(transaction(last, share, before_commit).positions)
         return positions
+
+    def _at_once(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """``calls`` run at once; once all ended, a failure is raised (a fence before any
+        other: a fenced task must never be taken for the cluster's trouble)."""
+        if len(calls) <= 1:
+            return [call() for call in calls]
+        futures = [self._pool.submit(call) for call in calls]
+        wait(futures)
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:
+            raise next((e for e in errors if isinstance(e, Fenced)), errors[0])
+        return [f.result() for f in futures]
 
     def close(self) -> None:
         self._txn.close()
         for task in self._tasks.values():
             task.close()
+        self._pool.shutdown(wait=False)
