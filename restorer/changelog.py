@@ -114,9 +114,10 @@ class TransactionalWriter:
     what it writes, in every message."""
 
     def __init__(self, conn: KafkaConnection, transactional_id: str, what: str,
-                 max_record_bytes: int = 1_000_000) -> None:
+                 max_record_bytes: int = 1_000_000, left: str = "its store as of its last committed batch") -> None:
         self.transactional_id = transactional_id
         self.what = what
+        self.left = left  # what a fenced writer leaves behind, for its message
         self._conn = conn
         self.producer: Producer = conn.producer({
             "transactional.id": transactional_id,
@@ -156,7 +157,7 @@ class TransactionalWriter:
             fence = err if is_fenced(err) else self._abort() if err.txn_requires_abort() else None
             if fence is not None:
                 raise Fenced(f"another instance took over the {self.what} (this one was fenced out: {fence.str()}); "
-                             "it commits nothing more, its store as of its last committed batch") from None
+                             f"it commits nothing more, {self.left}") from None
             text = f"the {self.what} transaction failed: {err.str()}" + (f" ({failures[0].str()})" if failures else "")
             if cluster_trouble_in(err, failures):
                 # The cluster refused or lost the batch while it heals; whether or not it
@@ -248,8 +249,8 @@ class ChangelogWriter:
     def publish(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord] = (),
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
         """Produce ``entries`` and ``outputs`` in one transaction and commit it; by task,
-        each task's entries in a transaction of its own, one after the other
-        (``before_commit`` before the last commit: the others are committed by then), and
+        each task's entries in a transaction of its own, all but the last at once, then the
+        last (``before_commit`` before its commit: the others are committed by then), and
         no outputs.
 
         ``outputs`` is consumed lazily, so it may stream records too big to hold at once.

@@ -49,7 +49,8 @@ class PartWriter:
         self.topic = topic
         self.tasks = tasks
         self._conn = conn
-        self._txn = TransactionalWriter(conn, input_stage_id(topic), f"repartition topic {topic}", max_record_bytes)
+        self._txn = TransactionalWriter(conn, input_stage_id(topic), f"repartition topic {topic}", max_record_bytes,
+                                        left="its parts as of its last committed batch")
 
     def start(self) -> None:
         """Register the transactional id: fences an older input stage, aborts its open txn."""
