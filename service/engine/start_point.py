@@ -44,11 +44,16 @@ class CheckpointProblem:
         return f"{'was made for another input' if self.other_input else 'is damaged'} ({self.detail})"
 
 
+# What reading a damaged checkpoint file can raise: a file gone or unreadable, bytes that
+# are no UTF-8 or no JSON, JSON of another shape, or JSON nested deeper than the parser goes.
+_DAMAGE = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
+
+
 def checkpoint_problem(checkpoint_dir: Path, topic: str) -> CheckpointProblem | None:
     """Why Spark could not resume from this checkpoint, or None when it looks whole.
 
     Checks the files Spark reads on start: the query metadata, the last two offset logs,
-    the last commit log and the initial offsets. A folder with none of them (empty, or
+    the last commit log and its batch's offset log, and the initial offsets. A folder with none of them (empty, or
     holding only the lock, ``engine.checkpoint_dir``) is no checkpoint yet, and whole;
     one with logs but no metadata (deleted under a running query) Spark refuses to start on.
     """
@@ -71,11 +76,15 @@ def checkpoint_problem(checkpoint_dir: Path, topic: str) -> CheckpointProblem | 
             if not offsets or commits[-1] > offsets[-1]:
                 return CheckpointProblem(f"commits/{commits[-1]} has no offsets log")
             _log_text(checkpoint_dir / "commits" / str(commits[-1]))
+            # Where the query resumes (``checkpoint_resume_offsets``): read whole here first.
+            text = _log_text(checkpoint_dir / "offsets" / str(commits[-1]))
+            if _source_offsets(text, topic) is None:
+                return CheckpointProblem(f"offsets/{commits[-1]} does not name {topic}", _names_a_source(text))
         initial = checkpoint_dir / "sources" / "0" / "0"
         first = initial.read_text(errors="replace") if initial.exists() else None
         if first is not None and _source_offsets(first, topic) is None:
             return CheckpointProblem(f"sources/0/0 does not name {topic}", _names_a_source(first))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except _DAMAGE as exc:
         return CheckpointProblem(f"{type(exc).__name__}: {str(exc)[:120]}")
     return None
 
@@ -85,7 +94,7 @@ def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[i
     the batch), or None when the log cannot tell."""
     try:
         return _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch_id)), topic)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except _DAMAGE:
         return None
 
 
@@ -96,7 +105,7 @@ def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict
         if batch_id > 0:
             return _source_offsets(_log_text(checkpoint_dir / "offsets" / str(batch_id - 1)), topic)
         return _source_offsets((checkpoint_dir / "sources" / "0" / "0").read_text(errors="replace"), topic)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except _DAMAGE:
         return None
 
 
@@ -230,7 +239,7 @@ def _names_a_source(text: str) -> bool:
     for line in text.splitlines():
         try:
             doc = json.loads(line.strip()) if line.strip().startswith("{") else None
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
             return True

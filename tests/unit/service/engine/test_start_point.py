@@ -1,6 +1,7 @@
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -199,3 +200,35 @@ def test_a_planned_batch_knows_how_many_offsets_it_spans_or_says_none(
         assert n is None
     else:
         assert n == sum(max(0, o - start[p]) for p, o in end.items()) and n >= 0
+
+
+# What a checkpoint file may hold once damaged or written by something else: text, bytes
+# that are no UTF-8, JSON nested past the parser's depth, and pieces of a whole log.
+DEEP = "v1\n" + '{"a":' * 5000 + "1" + "}" * 5000
+CONTENTS = st.one_of(
+    st.text(max_size=80), st.binary(max_size=80).map(lambda b: b.decode("latin-1")),
+    st.sampled_from([GOOD, DEEP, "v1\n" + "[" * 5000, "v1", "", f'v1\n{{}}\n{{"{T}":5}}', f'v1\n{{"{T}":{{"x":1}}}}',
+                     GOOD.replace(T, "other"), '{"id":"x"}', "[1]", "\x00v1\n" + json.dumps({T: {"0": 0}})]),
+)
+FILES = ["metadata", "offsets/0", "offsets/1", "offsets/2", "commits/0", "commits/1", "sources/0/0"]
+
+
+@given(files=st.dictionaries(st.sampled_from(FILES), CONTENTS, max_size=7), binary=st.booleans())
+def test_reading_any_checkpoint_is_total(tmp_path_factory: Any, files: dict[str, str], binary: bool) -> None:
+    """Whatever the checkpoint's files hold, reading them ends in a verdict, never an
+    exception; and one found whole tells where it resumes."""
+    from service.engine.start_point import checkpoint_problem, planned_batch
+
+    root = tmp_path_factory.mktemp("ck")
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if binary:
+            path.write_bytes(text.encode("utf-8", "surrogatepass") + b"\xff\xfe")
+        else:
+            path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    problem = checkpoint_problem(root, T)
+    for batch in (0, 1, 2):
+        planned_batch(root, batch, T)
+    if problem is None:
+        checkpoint_resume_offsets(root, T)
