@@ -140,7 +140,7 @@ class Announcement:
         every decision makes."""
         try:
             return msgspec.json.decode(raw or b"", type=cls)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # a field nested past the decoder's depth
             return None
 
 

@@ -48,7 +48,7 @@ def archive_whole(archive: Path) -> bool:
     recorded when it was kept: never one cut short, which would kill the JVM mapping it."""
     try:
         return archive.stat().st_size == json.loads(archive.with_suffix(".json").read_text())["size"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return False
 
 

@@ -213,7 +213,7 @@ def _read(path: Path) -> tuple[list[str], dict[str, str], list[str]] | None:
     try:
         kept = json.loads(path.read_text())
         command, added, removed = kept["command"], kept["added"], kept["removed"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)
             and isinstance(added, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in added.items())

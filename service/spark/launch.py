@@ -140,7 +140,7 @@ def _kept(path: Path, copies: Path | None) -> list[str] | None:
     class path names a jar copy no longer in ``copies``."""
     try:
         command = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not (isinstance(command, list) and all(isinstance(a, str) for a in command) and SUBMIT_CLASS in command):
         return None

@@ -138,6 +138,14 @@ def test_any_bytes_decode_to_an_announcement_or_none(raw: bytes) -> None:
     assert what is None or isinstance(what, Announcement)
 
 
+@pytest.mark.parametrize("opener", [b"[", b'{"a":'])
+def test_an_announcement_with_a_field_nested_past_the_decoders_depth_is_none(opener: bytes) -> None:
+    closer = b"]" if opener == b"[" else b"}"
+    deep = opener * 200_000 + b"1" + closer * 200_000
+    for raw in (deep, b'{"instance":"a","junk":' + deep + b"}"):
+        assert Announcement.decode(raw) is None
+
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
                     max_leaves=6)

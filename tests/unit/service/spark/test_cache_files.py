@@ -31,3 +31,19 @@ def test_a_file_another_start_removed_meanwhile_is_no_error(tmp_path: Path) -> N
     keep_newest([tmp_path / "gone.jar", present], 0)
     assert not present.exists()
     keep_newest([tmp_path / "gone.jar"], 1)
+
+
+def test_a_kept_file_nested_past_the_json_parser_is_no_file(tmp_path: Path) -> None:
+    """The files the launcher keeps (its commands, a class archive's size) are read as
+    damaged, not raised on, whatever they hold: JSON nested past the parser's depth too."""
+    from service.spark import head_start, launch
+    from service.spark.cache_files import archive_whole
+
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"x")
+    for path in (tmp_path / "command.json", archive.with_suffix(".json")):
+        path.write_text(deep)
+    assert head_start._read(tmp_path / "command.json") is None
+    assert launch._kept(tmp_path / "command.json", None) is None
+    assert not archive_whole(archive)
