@@ -10,6 +10,7 @@ had, gets the whole store published to it again.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from restorer.changelog import ChangelogWriter
 from restorer.commit import ChangelogShapeChanged, commit_batch
@@ -56,7 +57,14 @@ def bring_store_up_to_date(conn: KafkaConnection, store: Store, changelog: Chang
 def _apply_changelog(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, auto_restore: bool,
                      check_value: ValueCheck, accept_loss: bool, on_progress: ProgressFn | None) -> int:
     topic = changelog.topic
-    plan = plan_start(view_changelog(conn, topic), store_facts(store), accept_loss)
+    view, facts, only = view_changelog(conn, topic), store_facts(store), None
+    if changelog.owned != changelog.partitions:
+        # A writer of some tasks brings only their partitions up to date.
+        only = set(changelog.owned)
+        view = replace(view, low={p: o for p, o in view.low.items() if p in only},
+                       end={p: o for p, o in view.end.items() if p in only})
+        facts = replace(facts, positions={p: o for p, o in facts.positions.items() if p in only})
+    plan = plan_start(view, facts, accept_loss)
     if plan.warning:
         log.warning(plan.warning)
     if plan.action == REPUBLISH:
@@ -68,7 +76,7 @@ def _apply_changelog(conn: KafkaConnection, store: Store, changelog: ChangelogWr
     if not todo:
         return 0
     if plan.action != RESTORE:
-        result = apply_changelog(conn, topic, store, start=plan.start, check_value=check_value)
+        result = apply_changelog(conn, topic, store, start=plan.start, check_value=check_value, only=only)
         if result.records:
             log.info("caught up the store with %d changelog records its last run committed but did not "
                      "store", result.records)
@@ -83,6 +91,7 @@ def _apply_changelog(conn: KafkaConnection, store: Store, changelog: ChangelogWr
             if on_progress is not None:
                 on_progress(partition, start, position, end)
 
-        result = apply_changelog(conn, topic, store, start=plan.start, on_progress=report, check_value=check_value)
+        result = apply_changelog(conn, topic, store, start=plan.start, on_progress=report, check_value=check_value,
+                                 only=only)
     log.info(result.summary())
     return result.records

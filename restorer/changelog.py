@@ -199,16 +199,22 @@ class ChangelogWriter:
     stride: each task applies its input by cursors of its own (``restorer.shuffle``)."""
 
     def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int],
-                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY, by_task: bool = False) -> None:
+                 max_record_bytes: int = 1_000_000, routing: Routing = BY_WHOLE_KEY, by_task: bool = False,
+                 tasks: Iterable[int] | None = None) -> None:
+        """``tasks``, by task: the tasks this writer holds (default: all), the only ones its
+        batches may write to; their stores are the only ones it brings up to date."""
         self.topic = topic
         self.partitions = list(partitions)
         self.routing = routing
         self.by_task = by_task
+        self.owned = sorted(tasks) if by_task and tasks is not None else list(self.partitions)
+        if not set(self.owned) <= set(self.partitions):
+            raise ValueError(f"tasks {self.owned} are not all among the changelog's partitions {self.partitions}")
         self.transactional_id = transactional_id(topic)
         self._conn = conn
         self._txn = TransactionalWriter(conn, self.transactional_id, f"changelog {topic}", max_record_bytes)
         self._tasks = {t: TransactionalWriter(conn, task_transactional_id(topic, t), f"changelog {topic} (task {t})",
-                                              max_record_bytes) for t in (self.partitions if by_task else ())}
+                                              max_record_bytes) for t in (self.owned if by_task else ())}
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(self._tasks), 16)),
                                         thread_name_prefix="changelog-tasks")
 
@@ -281,6 +287,10 @@ class ChangelogWriter:
             shares.setdefault(self.partition_of(key), []).append((key, value))
         if not shares:
             return {}
+        foreign = sorted(set(shares) - set(self._tasks))
+        if foreign:
+            raise BrewError(f"a batch writes to task(s) {foreign} of changelog {self.topic}, which this instance does "
+                            f"not hold (it holds {sorted(self._tasks)}); nothing of it was committed")
 
         def transaction(task: int, share: list[Entry], before: Callable[[], None] | None = None) -> Delivered:
             def write(producer: Producer, delivered: Delivered) -> None:

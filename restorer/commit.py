@@ -74,7 +74,7 @@ def commit_batch(store: Store, changelog: ChangelogWriter, entries: list[Entry],
     seq = store.last_seq() + 1
     # Each input offset as every task's own, in its changelog partition (``codec``).
     legacy = store.get_u64([k for k, _ in entries if is_offset_key(k)])
-    spread = spread_offsets(entries, changelog.partitions, legacy)
+    spread = spread_offsets(entries, changelog.owned, legacy)
     entries = [*spread, *changelog.batch_markers(seq, spread)]
     published = entries
     recreated = recorded is not None and recorded.decode() != shape.topic_id

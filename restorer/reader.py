@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -134,15 +134,17 @@ def store_facts(store: Store) -> StoreFacts:
 def apply_changelog(conn: KafkaConnection, topic: str, store: Store, check_value: ValueCheck,
                     start: Mapping[int, int] | None = None, on_progress: ProgressFn | None = None,
                     cut_timeout: float = CONSISTENT_CUT_TIMEOUT_S,
-                    built_partitions: int | None = None, reader: Consumer | None = None) -> RestoreResult:
+                    built_partitions: int | None = None, reader: Consumer | None = None,
+                    only: Iterable[int] | None = None) -> RestoreResult:
     """Read every partition from ``start`` (default: the store's positions) to its end and
     apply it, atomically. Its shape markers must name the partition count it has now
     (or ``built_partitions``, when moving a store off a changelog that grew). A standby
-    that applies over and over passes its own ``reader`` (see ``new_reader``)."""
+    that applies over and over passes its own ``reader`` (see ``new_reader``). ``only``:
+    the partitions (tasks) to read, when the store holds some of them."""
     started = time.monotonic()
     consumer = reader or _reader(conn)
     view = view_changelog(conn, topic, consumer)
-    partitions = list(range(view.partitions))
+    partitions = sorted(only) if only is not None else list(range(view.partitions))
     positions = _positions(store) if start is None else dict(start)
     first = {p: max(positions.get(p, 0), view.low.get(p, 0)) for p in partitions}
     latest: dict[bytes, bytes | None] = {}
@@ -158,7 +160,7 @@ def apply_changelog(conn: KafkaConnection, topic: str, store: Store, check_value
         deadline = time.monotonic() + cut_timeout
         while True:
             records += _read_until(consumer, topic, reached, ends, latest, report)
-            split = _split_transaction(store, latest)
+            split = _split_transaction(store, latest, partitions)
             if split is None:
                 break
             if time.monotonic() > deadline:
@@ -309,12 +311,14 @@ def _markers(latest: Mapping[bytes, bytes | None], prefix: bytes) -> StoreState:
                           if isinstance(k, bytes) and k.startswith(prefix) and v is not None and len(v) == U64_LEN)
 
 
-def _split_transaction(store: Store, latest: dict[bytes, bytes | None]) -> dict[int, int] | None:
-    """The commit marker of each partition, when they do not all name the same batch.
+def _split_transaction(store: Store, latest: dict[bytes, bytes | None],
+                       partitions: Iterable[int]) -> dict[int, int] | None:
+    """The commit marker of each partition read, when they do not all name the same batch.
     Partitions committed task by task (``codec.tasked_key``) are left out: their tasks
     commit apart, and each applies its input by cursors of its own."""
     commits = store.commit_markers()
     commits.update(_markers(latest, commit_prefix()).commits)
     tasked = store.tasked_partitions() | _markers(latest, tasked_prefix()).tasked
-    commits = {p: seq for p, seq in commits.items() if p not in tasked}
+    read = set(partitions)
+    commits = {p: seq for p, seq in commits.items() if p in read and p not in tasked}
     return commits if len(set(commits.values())) > 1 else None

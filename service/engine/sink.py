@@ -167,8 +167,12 @@ class OrderedCommitSink:
     def _commit(self, entries: list[Entry], outputs: Iterable[OutputRecord],
                 aggregate_s: float) -> tuple[list[Entry], PhaseTimes]:
         """3. + 4. for one batch: returns the entries committed and the time of each step."""
-        entries = [*entries, (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000)))]
-        done = commit_batch(self.store, self.changelog, entries, outputs, self.faults,
+        stamp = (meta_key(LAST_BATCH_MS), encode_u64(int(time.time() * 1000)))
+        # The stamp's task may be another instance's (a writer of some tasks): then it is
+        # this store's own fact, kept out of the changelog.
+        published = self.changelog.partition_of(stamp[0]) in self.changelog.owned
+        done = commit_batch(self.store, self.changelog, [*entries, stamp] if published else entries, outputs,
+                            self.faults, local=() if published else [stamp],
                             max_gap_s=self.options.takeover_timeout_s if self.options else None)
         self.seq = done.seq
         return done.entries, PhaseTimes(aggregate_s, done.changelog_s, done.store_s)

@@ -17,8 +17,10 @@ changelog partition."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,11 @@ def crash() -> None:
     raise Crash("killed at a fault point")
 
 
-def run_query(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: Path, per_batch: int, sink: Any) -> None:
-    query = (spark.readStream.format("kafka").options(**kafka.spark_options()).option("subscribe", topic)
+def run_query(spark: Any, kafka: KafkaConnection, topic: str, checkpoint: Path, per_batch: int, sink: Any,
+              partitions: list[int] | None = None) -> None:
+    """The stage's query to the end of ``topic`` (of its ``partitions`` only, when given)."""
+    source = (("assign", json.dumps({topic: partitions})) if partitions is not None else ("subscribe", topic))
+    query = (spark.readStream.format("kafka").options(**kafka.spark_options()).option(*source)
              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_batch))
              .option("kafka.isolation.level", "read_committed").load()
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
@@ -80,17 +85,19 @@ def input_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], chec
 
 
 def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state: Path, checkpoint: Path,
-               fault: str | None) -> BaseException | None:
-    """One life of the task stage owning every task: the store brought up to date with the
-    changelog (restored when lost), a new writer, the query to the repartition topic's end."""
+               fault: str | None, tasks: list[int] | None = None) -> BaseException | None:
+    """One life of the task stage owning every task (or ``tasks`` only: its query assigned
+    their repartition partitions, its writer their transactional ids): the store brought
+    up to date with the changelog (restored when lost), a new writer, the query to the
+    repartition topic's end."""
     store = Store(state)
-    changelog = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)), by_task=True)
+    changelog = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)), by_task=True, tasks=tasks)
     try:
         changelog.start()
         bring_store_up_to_date(kafka, store, changelog, auto_restore=True, check_value=check_count)
         sink = TaskStageSink(store, changelog, FaultPlan(fault, crash), SinkOptions(kafka, checkpoint),
                              topics["repartition"], topics["orders"], add_shares)
-        run_query(spark, kafka, topics["repartition"], checkpoint, 25, sink)
+        run_query(spark, kafka, topics["repartition"], checkpoint, 25, sink, tasks)
         return sink.failure
     finally:
         store.close()
@@ -190,3 +197,52 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
             assert m.partition() == task_of(key, TASKS), f"{key!r} outside its task's partition"
             latest[key] = m.value() or b""
     assert {k: decode_u64(v) for k, v in latest.items()} == oracle
+
+
+@pytest.mark.spark
+def test_tasks_held_by_two_instances_count_each_order_once(spark: Any, kafka: KafkaConnection,
+                                                           tmp_path: Path) -> None:
+    """Two instances of the task stage hold the tasks between them ({0, 1} and {2}), each
+    with a store of its own, committing to the one changelog at once; the first is killed
+    after a changelog commit and starts again. Each store holds only its tasks' keys, the
+    two together the oracle, and so do the changelog and a store restored from all of it
+    (its partitions left at different batches)."""
+    topics = make_topics(kafka)
+    records, expected, bad = stream(900, 53)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for key, value in records:
+        producer.produce(topics["orders"], key=key, value=value)
+    assert producer.flush(30) == 0
+    oracle = {drink_key(d): n for d, n in expected.items()}
+    oracle |= {meta_key(PROCESSED_ORDERS): len(records) - bad, meta_key(BAD_ORDERS): bad}
+    assert input_stage(spark, kafka, topics, tmp_path / "input-checkpoint", None) is None
+
+    held = {"a": [0, 1], "b": [2]}
+
+    def life(name: str, fault: str | None) -> BaseException | None:
+        return task_stage(spark, kafka, topics, tmp_path / name, tmp_path / f"{name}-checkpoint", fault, held[name])
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.submit(life, "a", "after-changelog-commit@2"), pool.submit(life, "b", None)
+        assert isinstance(a.result(), Crash) and b.result() is None
+    assert life("a", None) is None
+
+    counted: dict[bytes, int] = {}
+    for name, tasks in held.items():
+        with Store(tmp_path / name, read_only=True) as store:
+            mine = {k: decode_u64(v) for k, v in store.items() if not k.startswith(b"\xff")}
+            counters = store.get_u64([k for k in oracle if k.startswith(b"\xff")])
+        assert mine and all(task_of(k, TASKS) in tasks for k in mine), f"{name} holds another instance's keys"
+        counted |= mine | counters
+    assert counted == oracle
+
+    latest = {m.key(): decode_u64(m.value() or b"") for m in read_from(kafka, topics["changelog"]) if m.key() in oracle}
+    assert latest == oracle
+    whole = Store(tmp_path / "whole")
+    writer = ChangelogWriter(kafka, topics["changelog"], list(range(TASKS)), by_task=True)
+    try:
+        bring_store_up_to_date(kafka, whole, writer, auto_restore=True, check_value=check_count)
+        assert whole.get_u64(oracle) == oracle
+    finally:
+        whole.close()
+        writer.close()
