@@ -382,12 +382,14 @@ class Daemon:
                                              name=p.name)
             self.stores.mark_whole()
             self.metrics.restore_records.labels(self.metrics.pipeline).inc(applied)
+            # A store this pipeline refuses is refused before anything is written for it:
+            # an input skip committed first would be in its changelog for good.
+            if p.check is not None:
+                p.check(store)
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics,
                         by_task=p.shuffled is not None)
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
-            if p.check is not None:
-                p.check(store)
             if p.prepare is not None:
                 p.prepare(store, changelog)
             steps.done("catch-up")

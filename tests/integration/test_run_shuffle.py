@@ -9,8 +9,9 @@ behind, then catches up and goes on. The counts, the order counters and the DLQ 
 oracle, every count in its task's changelog partition, and the repartition topic is
 purged below what the tasks applied. Input lost before the input stage handed it on is
 refused, then skipped with --accept-input-loss. The direct pipeline then refuses the store
-in one line, and the orders topic re-created under the shuffle is refused, even where its
-offsets already reach past the store's."""
+in one line before it writes anything (a skip of lost input included), and the orders
+topic re-created under the shuffle is refused, even where its offsets already reach past
+the store's."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ def low_marks(pipe: Pipeline) -> dict[int, int]:
     try:
         return {p: low for p, (low, _) in end_offsets(consumer, pipe.topics.drink_count_repartition,
                                                       [0, 1, 2]).items()}
+    finally:
+        consumer.close()
+
+
+def changelog_ends(pipe: Pipeline) -> dict[int, int]:
+    consumer = pipe.conn.consumer()
+    try:
+        return {p: high for p, (_, high) in end_offsets(consumer, pipe.topics.changelog, [0, 1, 2]).items()}
     finally:
         consumer.close()
 
@@ -123,8 +132,16 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     good += more[120:]
     assert_exact(pipe, dirs["state"], good, bad=8)
 
-    with pytest.raises(BrewError, match="--shuffle"):
-        run_now(pipe, spark, dirs)
+    # The direct pipeline refuses the store before it writes anything for it, input it
+    # could skip (lost, and accepted) included: the changelog is left as it was.
+    where = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(40, seed=67)), partition=0)
+    for future in admin.delete_records([TopicPartition(pipe.topics.orders, 0, where[-1][1] + 1)]).values():
+        future.result()
+    written = changelog_ends(pipe)
+    for accept in (False, True):
+        with pytest.raises(BrewError, match="--shuffle"):
+            run_now(pipe, spark, dirs, accept_input_loss=accept)
+    assert changelog_ends(pipe) == written
 
     # The orders topic re-created, its offsets already past the store's on every partition:
     # only its identity tells. The shuffle's cursors cannot follow it: refused either way.
