@@ -107,8 +107,10 @@ def test_large_orders_are_counted_by_the_second_pass(pipe: Pipeline, tmp_path: P
     assert dict(dlq[where[-len(small[100:]) - 1]].headers())["error"] == b"item 200 is not an object"
 
 
-def test_a_flood_of_big_garbage_costs_bounded_memory(pipe: Pipeline, tmp_path: Path) -> None:
-    """1,300 garbage records of ~0.9 MB (1.2 GB) with default flags: all in the DLQ, counts exact."""
+def test_a_flood_of_big_garbage_goes_whole_to_the_dlq(pipe: Pipeline, tmp_path: Path) -> None:
+    """1,300 garbage records of ~0.9 MB (1.2 GB, more than the driver's default 1 GiB heap)
+    with default flags: the run ends, each record whole in the DLQ, the counts exact. (What
+    a batch costs in memory is measured by the benchmark, not asserted here.)"""
     junk = [bytes([65 + i % 26]) * 900_000 for i in range(1300)]
     good = make_orders(200, seed=41)
     p = Producer({"bootstrap.servers": pipe.conn.bootstrap, "linger.ms": 20})
