@@ -44,6 +44,9 @@ class OutputRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]] | None = None
+    # By task (``ChangelogWriter(by_task=True)``): the task whose transaction carries it,
+    # so it is written exactly when that task's entries are.
+    task: int | None = None
 
 
 TXN_TIMEOUT_S = 60.0
@@ -256,8 +259,8 @@ class ChangelogWriter:
                 before_commit: Callable[[], None] | None = None) -> dict[int, int]:
         """Produce ``entries`` and ``outputs`` in one transaction and commit it; by task,
         each task's entries in a transaction of its own, all but the last at once, then the
-        last (``before_commit`` before its commit: the others are committed by then), and
-        no outputs.
+        last (``before_commit`` before its commit: the others are committed by then), each
+        output in the transaction of its ``task``, which must write entries too.
 
         ``outputs`` is consumed lazily, so it may stream records too big to hold at once.
         Returns, per changelog partition written, the offset just past this batch's
@@ -280,11 +283,15 @@ class ChangelogWriter:
 
     def _publish_by_task(self, entries: Sequence[Entry], outputs: Iterable[OutputRecord],
                          before_commit: Callable[[], None] | None) -> dict[int, int]:
-        if any(True for _ in outputs):
-            raise ValueError("a changelog written by task takes no output records")
         shares: dict[int, list[Entry]] = {}
         for key, value in entries:
             shares.setdefault(self.partition_of(key), []).append((key, value))
+        carried: dict[int, list[OutputRecord]] = {}
+        for out in outputs:
+            if out.task not in shares:
+                raise ValueError(f"an output record by task goes with the entries of its task, and task {out.task} "
+                                 "writes none in this batch")
+            carried.setdefault(out.task, []).append(out)
         if not shares:
             return {}
         foreign = sorted(set(shares) - set(self._tasks))
@@ -296,6 +303,9 @@ class ChangelogWriter:
             def write(producer: Producer, delivered: Delivered) -> None:
                 for key, value in share:
                     produce_waiting(producer, self.topic, key, value, partition=task, on_delivery=delivered.tracked)
+                for out in carried.get(task, ()):
+                    produce_waiting(producer, out.topic, out.key, out.value, headers=out.headers,
+                                    on_delivery=delivered.checked)
             return self._tasks[task].transact(write, before)
 
         # The tasks' transactions at once, each on its own producer, the last one after them:

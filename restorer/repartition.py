@@ -24,12 +24,13 @@ stage's transaction, a task's parts read back, and the purge of what every task 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from restorer.changelog import Delivered, OutputRecord, TransactionalWriter
-from restorer.shuffle import Part, ShuffleBroken, decode_part, encode_part
+from restorer.shuffle import Part, decode_part, encode_part
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, failed
 from topics.records import produce_waiting, read_from
@@ -89,7 +90,7 @@ def resume_offsets(conn: KafkaConnection, topic: str, applied: Mapping[int, int]
     a transaction a killed stage left open holds back every committed read until it ends."""
     out = dict(applied)
     for task in read_partitions(conn, topic):
-        for p in parts_of(task):
+        for p in parts_of(task)[0]:
             out[p.partition] = max(out.get(p.partition, 0), p.end)
     return out
 
@@ -108,18 +109,28 @@ def read_partitions(conn: KafkaConnection, topic: str) -> Iterator[list[tuple[in
         yield records
 
 
-def parts_of(records: Iterable[tuple[int, bytes | None]]) -> list[Part]:
-    """The parts a task read, in its partition's order, from (offset, value) pairs. Only
-    ``PartWriter`` writes there: bytes that are no part are a defect of the topic (another
-    writer, a lost segment), never input to skip, so the task stops (``ShuffleBroken``)."""
-    out = []
+@dataclass(frozen=True)
+class Stray:
+    """A record of a task's partition that is no part: nothing the input stage wrote."""
+
+    offset: int
+    why: str
+
+
+def parts_of(records: Iterable[tuple[int, bytes | None]]) -> tuple[list[Part], list[Stray]]:
+    """The parts a task read, in its partition's order, from (offset, value) pairs, and the
+    records that are none. Only ``PartWriter`` writes parts, in transactions; anything else
+    found there (another producer's record) holds no share of the input, so passing it by
+    loses nothing: a part that is really missing is still caught by the task's cursors
+    (``shuffle.ShuffleBroken``)."""
+    parts: list[Part] = []
+    strays: list[Stray] = []
     for offset, value in records:
         try:
-            out.append(decode_part(value or b""))
+            parts.append(decode_part(value or b""))
         except ValueError as exc:
-            raise ShuffleBroken(f"the repartition record at offset {offset} is no part ({exc}); "
-                                "something other than brewstream's input stage wrote there") from None
-    return out
+            strays.append(Stray(offset, str(exc)))
+    return parts, strays
 
 
 def purge(conn: KafkaConnection, topic: str, below: Mapping[int, int]) -> dict[int, int]:

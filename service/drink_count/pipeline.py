@@ -23,7 +23,7 @@ from service.engine.runner import run_pipeline
 from service.engine.sink import PHASES_PATTERN
 from service.ops.metrics import Metrics
 from service.shuffle.stage_run import InputStageRun
-from service.shuffle.task_stage import TaskBatch, TaskStageSink
+from service.shuffle.task_stage import NOT_A_PART, TaskBatch, TaskStageSink
 from topics.errors import BrewError
 from topics.kafka import max_record_bytes
 
@@ -83,12 +83,13 @@ def shuffled(direct: Pipeline, cfg: RunConfig) -> Pipeline:
                   "parts": b.parts, **b.times.fields()}
         log.info(BATCH_LINE, b.batch_id, b.seq, orders, bad, drinks, b.times, extra=fields)
         metrics.orders.labels(metrics.pipeline).inc(orders)
-        metrics.batch_committed(time.time(), orders + bad, {}, b.committed, b.times.phases())
+        metrics.batch_committed(time.time(), orders + bad, {NOT_A_PART: b.strays} if b.strays else {}, b.committed,
+                                b.times.phases())
 
     return replace(
         direct, input_topic=t.drink_count_repartition,
         make_sink=lambda store, changelog, faults, metrics, options: TaskStageSink(
-            store, changelog, faults, options, t.drink_count_repartition, t.orders, add_shares,
+            store, changelog, faults, options, t.drink_count_repartition, t.orders, add_shares, t.dlq,
             on_batch=lambda b: report(b, metrics)),
         shuffled=Shuffled(t.orders, lambda: InputStageRun(
             cfg, t.orders, t.drink_count_repartition, t.dlq, shares_counter(cfg.max_name_bytes),

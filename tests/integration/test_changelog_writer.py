@@ -42,22 +42,24 @@ def test_a_writer_fenced_mid_transaction_raises_fenced_and_closes_quietly(kafka:
 
 
 def test_a_changelog_written_by_task_fences_each_task_on_its_own(kafka: KafkaConnection) -> None:
-    """By task, each task's entries commit in a transaction of the task's own: a new writer
-    of one task fences the old writer for that task alone, and its other tasks go on."""
-    changelog = f"by-task-{time.time_ns()}"
+    """By task, each task's entries commit in a transaction of the task's own, with the
+    output records it carries: a new writer of one task fences the old writer for that
+    task alone (its outputs are never committed), and its other tasks go on."""
+    changelog, out = f"by-task-{time.time_ns()}", f"by-task-out-{time.time_ns()}"
     create_topic(kafka, changelog, 3)
+    create_topic(kafka, out)
     keys = {task_of(k, 3): k for k in (f"drink-{i}".encode() for i in range(40))}
     old = ChangelogWriter(kafka, changelog, [0, 1, 2], by_task=True)
     old.start()
     new = TransactionalWriter(kafka, task_transactional_id(changelog, 1), "task 1's new owner")
     try:
-        assert set(old.publish([(keys[0], b"1"), (keys[1], b"1")])) == {0, 1}
-        with pytest.raises(ValueError, match="no output records"):
-            old.publish([(keys[0], b"x")], [OutputRecord(changelog, b"k", b"v")])
+        assert set(old.publish([(keys[0], b"1"), (keys[1], b"1")], [OutputRecord(out, b"a", b"1", task=1)])) == {0, 1}
+        with pytest.raises(ValueError, match="task 1 writes none in this batch"):
+            old.publish([(keys[0], b"x")], [OutputRecord(out, b"k", b"v", task=1)])
         new.start()  # task 1 moved to another instance
         with pytest.raises(Fenced, match=r"changelog .* \(task 1\)"):
-            old.publish([(keys[1], b"2")])
-        assert set(old.publish([(keys[0], b"3"), (keys[2], b"3")])) == {0, 2}
+            old.publish([(keys[1], b"2")], [OutputRecord(out, b"b", b"2", task=1)])
+        assert set(old.publish([(keys[0], b"3"), (keys[2], b"3")], [OutputRecord(out, b"c", b"3", task=2)])) == {0, 2}
         markers = dict(old.batch_markers(7, [(keys[2], b"3")]))
         assert markers == {commit_key(2): encode_u64(7), tasked_key(2): encode_u64(1), shape_key(2): encode_u64(3)}
     finally:
@@ -65,6 +67,7 @@ def test_a_changelog_written_by_task_fences_each_task_on_its_own(kafka: KafkaCon
         new.close()
     committed = {(m.partition(), m.key(), m.value()) for m in read_topic(kafka, changelog, committed_only=True)}
     assert committed == {(0, keys[0], b"1"), (1, keys[1], b"1"), (0, keys[0], b"3"), (2, keys[2], b"3")}
+    assert [(m.key(), m.value()) for m in read_topic(kafka, out, committed_only=True)] == [(b"a", b"1"), (b"c", b"3")]
 
 
 def test_a_replay_fenced_mid_transaction_says_so_and_closes_quietly(kafka: KafkaConnection) -> None:

@@ -55,7 +55,9 @@ def totals(batches: list[Batch]) -> dict[int, Counter[bytes]]:
 
 def task_parts(kafka: KafkaConnection, topic: str, task: int) -> list[tuple[int, Part]]:
     msgs = sorted((m.offset() or 0, m.value()) for m in read_from(kafka, topic) if m.partition() == task)
-    return list(zip([o for o, _ in msgs], parts_of(msgs), strict=True))
+    parts, strays = parts_of(msgs)
+    assert not strays
+    return list(zip([o for o, _ in msgs], parts, strict=True))
 
 
 def applied(parts: list[Part], cursors: dict[int, Cursor] | None = None) -> tuple[Counter[bytes], dict[int, Cursor]]:

@@ -10,9 +10,10 @@ The task stage applies those parts to the drink counts in small batches (shares 
 parts that batches end between), each task committing in a transaction of its own: killed
 before the last task's commit (the others committed), after its changelog commit and
 after its store commit, its store lost once, and a share written to the repartition topic a second time
-cut otherwise (an input stage that lost its progress): the store and the changelog each
-hold the oracle's counts and counters (good and bad orders), every count in its task's
-changelog partition."""
+cut otherwise (an input stage that lost its progress), beside two records no input stage
+wrote: the store and the changelog each hold the oracle's counts and counters (good and
+bad orders), every count in its task's changelog partition, and the DLQ each stray record
+once."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from service.drink_count.counts import BAD_ORDERS, PROCESSED_ORDERS, check_count
 from service.drink_count.shuffle import add_shares, shares_counter
 from service.engine.sink import SinkOptions
 from service.shuffle.input_stage import InputStageSink, StageOptions
-from service.shuffle.task_stage import TaskStageSink
+from service.shuffle.task_stage import NOT_A_PART, TaskStageSink
 from tests.support.helpers import create_topic
 from topics.catalog import COMPACTED, REPARTITION
 from topics.kafka import KafkaConnection, end_offsets
@@ -96,7 +97,7 @@ def task_stage(spark: Any, kafka: KafkaConnection, topics: dict[str, str], state
         changelog.start()
         bring_store_up_to_date(kafka, store, changelog, auto_restore=True, check_value=check_count)
         sink = TaskStageSink(store, changelog, FaultPlan(fault, crash), SinkOptions(kafka, checkpoint),
-                             topics["repartition"], topics["orders"], add_shares)
+                             topics["repartition"], topics["orders"], add_shares, topics["dlq"])
         run_query(spark, kafka, topics["repartition"], checkpoint, 25, sink, tasks)
         return sink.failure
     finally:
@@ -151,7 +152,8 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
     written = list(read_from(kafka, topics["repartition"]))
     handed: dict[bytes, int] = {}
     for task in range(TASKS):
-        parts = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        parts, strays = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        assert not strays
         shares = [(p.partition, p.start, p.index) for p in parts]
         assert len(shares) == len(set(shares)), "a share was handed on twice"
         assert any(p.count > 1 for p in parts), "no share was cut into parts: the task stage's cursors go untried"
@@ -166,7 +168,8 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
     # A share of each task written again, cut otherwise: an input stage that lost its progress.
     recut = {}
     for task in range(TASKS):
-        parts = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        parts, strays = parts_of(sorted((m.offset() or 0, m.value()) for m in written if m.partition() == task))
+        assert not strays
         first = [p for p in parts if (p.partition, p.start) == (parts[0].partition, parts[0].start)]
         recut[task] = cut_share(first[0].partition, first[0].start, first[0].end,
                                 [e for p in first for e in p.entries], 10_000)
@@ -174,6 +177,11 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
     again.start()
     again.publish(recut)
     again.close()
+    # Two records no input stage wrote, each on a task's partition: each goes to the DLQ
+    # once, with its reason, and its task goes on.
+    producer.produce(topics["repartition"], key=b"k", value=b'{"drink": "latte"}', partition=0)
+    producer.produce(topics["repartition"], key=b"t", value=None, partition=2)
+    assert producer.flush(30) == 0
 
     # The task stage, killed after each of its commits, its store lost once.
     state, checkpoint = tmp_path / "store", tmp_path / "task-checkpoint"
@@ -190,6 +198,10 @@ def test_each_order_is_counted_once_through_both_stages_whatever_dies(
     with Store(state, read_only=True) as store:
         assert store.get_u64(oracle) == oracle
         assert sum(not k.startswith(b"\xff") for k, _ in store.items()) == len(expected)
+    passed = [dict(m.headers() or []) for m in read_from(kafka, topics["dlq"])
+              if dict(m.headers() or []).get("source-topic") == topics["repartition"].encode()]
+    assert sorted((h["source-partition"], h["error"]) for h in passed) == [
+        (b"0", NOT_A_PART.encode()), (b"2", NOT_A_PART.encode())]
     latest: dict[bytes, bytes] = {}
     for m in read_from(kafka, topics["changelog"]):
         key = m.key() or b""
