@@ -1,6 +1,7 @@
 """``brewstream run --shuffle``: one instance runs the input stage and the tasks, against an
-oracle of the orders fed (a few malformed, two of them through the input stage: counted
-by reason in its metrics).
+oracle of the orders fed (malformed ones too: the whole hostile corpus through the input
+stage, each in the DLQ once with its reason, and two after a takeover counted by reason
+in the new active's metrics).
 
 A store counted directly goes on through the shuffle. The daemon is killed after a task
 stage's changelog commit and started again, then SIGKILLed while both stages run, and a
@@ -16,6 +17,7 @@ the store's."""
 from __future__ import annotations
 
 import json
+import random
 import signal
 import urllib.request
 from pathlib import Path
@@ -66,12 +68,23 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     assert run_now(pipe, spark, dirs, max_offsets_per_trigger=300) == 0
     assert_exact(pipe, dirs["state"], good)
 
-    # Through the shuffle from here on: the input stage starts where the store counted to.
+    # Through the shuffle from here on: the input stage starts where the store counted to,
+    # and every record of the hostile corpus goes to the DLQ once, whole, with its reason.
     more = make_orders(600, seed=62)
-    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    records: list[tuple[bytes | None, bytes | None]] = [order_bytes(o) for o in more]
+    bad_at = sorted(random.Random(62).sample(range(len(records) + len(BAD_ORDERS)), len(BAD_ORDERS)))
+    for pos, (name, raw, _) in zip(bad_at, BAD_ORDERS, strict=True):
+        records.insert(pos, (name.encode(), raw))
+    where = produce(pipe.conn, pipe.topics.orders, records)
     assert run_now(pipe, spark, dirs, max_offsets_per_trigger=250, shuffle=True) == 0
     good += more
-    assert_exact(pipe, dirs["state"], good)
+    assert_exact(pipe, dirs["state"], good, bad=6 + len(BAD_ORDERS))
+    dlq = {(int(h["source-partition"]), int(h["source-offset"])): (m.value(), h["error"])
+           for m in read_topic(pipe.conn, pipe.topics.dlq) for h in [{k: v.decode() for k, v in m.headers()}]}
+    for pos, (name, raw, reason) in zip(bad_at, BAD_ORDERS, strict=True):
+        value, error = dlq[where[pos]]
+        assert value == raw and reason in error, (name, error)
+    bad = 6 + len(BAD_ORDERS) + 2  # with the two below
 
     # Killed after a task stage's changelog commit, then started again.
     more = make_orders(700, seed=63)
@@ -110,10 +123,10 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     wait_until(lambda: api_status(port).get("lag") == 0, 60, "/api/status to show no lag")
     assert api_status(port)["input_topic"] == pipe.topics.orders
     assert standby.stop() == 0
-    assert_exact(pipe, standby.state, good, bad=8)
+    assert_exact(pipe, standby.state, good, bad=bad)
 
     state = store_state(standby.state)
-    assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS_KEY] == 8
+    assert state.meta[PROCESSED_ORDERS] == len(good) and state.meta[BAD_ORDERS_KEY] == bad
     latest = {m.key(): m for m in read_topic(pipe.conn, pipe.topics.changelog) if m.key() is not None}
     for drink, n in oracle(good).items():
         m = latest[drink_key(drink)]
@@ -130,7 +143,7 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
         run_now(pipe, spark, dirs, shuffle=True)
     assert run_now(pipe, spark, dirs, shuffle=True, accept_input_loss=True) == 0
     good += more[120:]
-    assert_exact(pipe, dirs["state"], good, bad=8)
+    assert_exact(pipe, dirs["state"], good, bad=bad)
 
     # The direct pipeline refuses the store before it writes anything for it, input it
     # could skip (lost, and accepted) included: the changelog is left as it was.
