@@ -30,7 +30,9 @@ from types import MappingProxyType
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from restorer.changelog import Delivered, OutputRecord, TransactionalWriter
+from restorer.codec import decode_entries, task_offset_prefix, task_part_prefix
 from restorer.shuffle import Part, decode_part, encode_part
+from restorer.store import Store
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection, failed
 from topics.records import produce_waiting, read_from
@@ -131,6 +133,27 @@ def parts_of(records: Iterable[tuple[int, bytes | None]]) -> tuple[list[Part], l
         except ValueError as exc:
             strays.append(Stray(offset, str(exc)))
     return parts, strays
+
+
+def cursors_apart(store: Store, source_topic: str, tasks: int) -> str | None:
+    """Why the parts a repartition topic held cannot all be derived again from the source,
+    or None when they can: on each input partition every task's cursor stands at one
+    offset, at a share's end. A stage whose topic holds no part resumes there
+    (``resume_offsets``) and hands each task its shares from there on, which its cursor
+    takes (``shuffle.Cursor.admit``): a repartition topic re-created then loses nothing.
+    Cursors apart, the tasks behind would never get the shares between."""
+    state = decode_entries(store.scan(task_offset_prefix(source_topic)) + store.scan(task_part_prefix()))
+    offsets = [state.task_offsets.get(t, {}).get(source_topic, {}) for t in range(tasks)]
+    parts = [state.task_parts.get(t, {}).get(source_topic, {}) for t in range(tasks)]
+    for p in sorted({p for per in offsets for p in per}):
+        at = [per.get(p) for per in offsets]
+        if len(set(at)) > 1:
+            return (f"the tasks stand at different offsets of {source_topic}[{p}]: "
+                    + ", ".join(f"task {t} at {'none' if o is None else o}" for t, o in enumerate(at)))
+        midway = [t for t in range(tasks) if parts[t].get(p, 0)]
+        if midway:
+            return f"task {midway[0]} has applied a share of {source_topic}[{p}] in part"
+    return None
 
 
 def purge(conn: KafkaConnection, topic: str, below: Mapping[int, int]) -> dict[int, int]:

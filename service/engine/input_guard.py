@@ -5,7 +5,7 @@ starts at the latest offsets records them first."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from restorer.changelog import ChangelogWriter
@@ -35,14 +35,17 @@ class InputChecked:
 
 
 def lost_input(conn: KafkaConnection, store: Store, topic: str, applied: Mapping[int, int], accept_loss: bool,
-               metrics: Metrics | None, *, pending: str, reset_refusal: str | None = None) -> InputChecked:
+               metrics: Metrics | None, *, pending: str, reset_refusal: str | None = None,
+               derived: Callable[[], str | None] | None = None) -> InputChecked:
     """The one rule for input lost before it was read: where ``topic`` no longer holds what
     is to be read from ``applied`` on (deleted by retention, or the topic re-created: its
     id is not the one the store recorded), refuse in one line; with ``accept_loss``, say
     it, count it (``brewstream_input_lost_records_total``) and return the gaps to skip.
     ``pending`` names what was not read ("the store has not counted"); ``reset_refusal``,
     when given, refuses offsets that restarted below ``applied`` even with ``accept_loss``,
-    saying why."""
+    saying why. ``derived``, for a topic derived from another (a shuffle's repartition
+    topic): None when what it held can all be derived again, else why not; the topic
+    re-created, still empty, then loses nothing, and its gaps are skipped unasked."""
     shape = describe_topic(conn, topic)
     recorded = store.local(input_topic_id_name(topic))
     consumer = conn.consumer()
@@ -58,9 +61,17 @@ def lost_input(conn: KafkaConnection, store: Store, topic: str, applied: Mapping
     what = "; ".join(g.describe() for g in gaps)
     if reset_refusal is not None and any(g.reset for g in gaps):
         raise BrewError(f"input {topic} restarted its offsets below what {pending}: {what}; {reset_refusal}")
+    why_not = None
+    if derived is not None and recreated and all(low == high == 0 for low, high in offsets.values()):
+        why_not = derived()
+        if why_not is None:
+            log.warning("%s was re-created (%s); nothing it held is lost: it is derived again from where every "
+                        "task's state stands", topic, what)
+            return InputChecked(gaps, offsets, identity)
     if not accept_loss:
-        raise BrewError(f"input {topic} no longer holds records {pending}: {what}; pass --accept-input-loss to skip "
-                        "them (logged, and counted in brewstream_input_lost_records_total)")
+        raise BrewError(f"input {topic} no longer holds records {pending}: {what}"
+                        f"{f' ({why_not})' if why_not else ''}; pass --accept-input-loss to skip them (logged, and "
+                        "counted in brewstream_input_lost_records_total)")
     log.warning("skipping input lost from %s (--accept-input-loss): %s", topic, what)
     if metrics is not None:
         for g in gaps:
@@ -69,13 +80,15 @@ def lost_input(conn: KafkaConnection, store: Store, topic: str, applied: Mapping
 
 
 def check_input(conn: KafkaConnection, store: Store, changelog: ChangelogWriter, topic: str, accept_loss: bool,
-                metrics: Metrics | None = None, by_task: bool = False) -> None:
+                metrics: Metrics | None = None, by_task: bool = False,
+                derived: Callable[[], str | None] | None = None) -> None:
     """Refuse to start when the input lost what the store has not counted yet
-    (``lost_input``); with ``accept_loss``, the store's offsets move past it. ``by_task``:
-    each partition of ``topic`` is its task's alone (a shuffle's repartition topic), so its
-    offset moves for that task only, not for every task (``codec.spread_offsets``)."""
+    (``lost_input``, ``derived`` too); with ``accept_loss``, the store's offsets move past
+    it. ``by_task``: each partition of ``topic`` is its task's alone (a shuffle's
+    repartition topic), so its offset moves for that task only, not for every task
+    (``codec.spread_offsets``)."""
     checked = lost_input(conn, store, topic, store.next_offsets(topic), accept_loss, metrics,
-                         pending="the store has not counted")
+                         pending="the store has not counted", derived=derived)
     identity = [checked.identity] if checked.identity is not None else []
     if not checked.gaps:
         if identity:

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -33,6 +34,7 @@ from restorer.changelog import ChangelogWriter, Fenced
 from restorer.faults import FaultPlan, kill_process_and
 from restorer.integrity import RESTORE, plan_start
 from restorer.reader import apply_changelog, new_reader, store_facts, view_changelog
+from restorer.repartition import cursors_apart
 from restorer.store import StateDir, Store, StoreGone
 from service.engine.checkpoint_dir import CheckpointDir, drop_checkpoint
 from service.engine.contract import Pipeline, RunConfig
@@ -53,7 +55,7 @@ from service.spark.conf import is_local
 from service.spark.session import build_session, jvm_process, stop_session, warm_python_workers
 from service.spark.shipped_code import EXECUTOR_PACKAGES
 from topics.errors import BrewError
-from topics.kafka import max_record_bytes, partitions_of_each, serving_problem
+from topics.kafka import max_record_bytes, partitions_of_each, serving_problem, topic_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -265,10 +267,22 @@ class Daemon:
                 took_over = None
                 continue
             if failure:
+                gone = self._deleted_topics()
+                if gone:
+                    raise BrewError(f"the {self.p.name} query failed: {', '.join(gone)} was deleted while it ran; "
+                                    "create the topics with `brewstream topics create` and start it again: progress "
+                                    "is kept")
                 raise BrewError(f"the {self.p.name} query failed: {failure}; progress is kept, start it again to "
                                 f"continue (Spark's log: {spark_log(self.cfg)})")
             return 0
         return 0
+
+    def _deleted_topics(self) -> list[str]:
+        """The topics this instance needs that are gone, when the cluster says so now."""
+        try:
+            return [t for t in self.topics() if not topic_exists(self.cfg.conn, t)]
+        except BrewError:  # the cluster cannot say: the query's own failure says what it knows
+            return []
 
     # ---------------------------------------------------------------- Kafka's own failures
 
@@ -387,7 +401,9 @@ class Daemon:
             if p.check is not None:
                 p.check(store)
             check_input(cfg.conn, store, changelog, p.input_topic, cfg.accept_input_loss, self.metrics,
-                        by_task=p.shuffled is not None)
+                        by_task=p.shuffled is not None,
+                        derived=None if p.shuffled is None else
+                        partial(cursors_apart, store, p.shuffled.source_topic, len(self.changelog_partitions)))
             if p.start_when_empty == "latest":
                 pin_latest(cfg.conn, store, changelog, p.input_topic, self.input_partitions)
             if p.prepare is not None:

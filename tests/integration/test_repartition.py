@@ -11,19 +11,21 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from restorer.changelog import ChangelogWriter, Fenced, OutputRecord
-from restorer.codec import decode_entries, encode_u64, task_offset_key, task_offset_prefix
+from restorer.codec import decode_entries, encode_u64, task_offset_key, task_offset_prefix, task_part_key
 from restorer.commit import commit_batch
-from restorer.repartition import PartWriter, parts_of, purge, resume_offsets
+from restorer.repartition import PartWriter, cursors_apart, parts_of, purge, resume_offsets
 from restorer.shuffle import Cursor, Part, admit_all, split_batch
 from restorer.store import Store
 from restorer.tasks import task_of
 from tests.support.helpers import create_topic, read_topic
 from topics.catalog import REPARTITION
+from topics.clock import wait_until
 from topics.errors import BrewError
 from topics.kafka import KafkaConnection
 from topics.records import read_from
@@ -162,3 +164,56 @@ def test_repartition_input_lost_and_accepted_moves_only_its_tasks_offset(kafka: 
         finally:
             writer.close()
     assert held == {t: {topic: {t: 8 if t == 1 else 5}} for t in range(TASKS)}
+
+
+def test_a_repartition_topic_recreated_loses_nothing_when_every_task_stands_at_one_place(
+        kafka: KafkaConnection, tmp_path: Path) -> None:
+    """The repartition topic deleted and re-created empty: where every task's cursor on
+    each input partition stands at one offset, at a share's end, what it held is derived
+    again from the source, so the tasks' offsets on it restart unasked; cursors apart (a
+    task had not applied what it was handed), it is refused, naming them."""
+    from service.engine.input_guard import check_input
+
+    stamp = f"again-{time.time_ns()}"
+    topic, changelog, source = f"{stamp}.repartition", f"{stamp}.changelog", f"{stamp}.orders"
+    create_topic(kafka, topic, TASKS, REPARTITION)
+    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
+    producer = kafka.producer()
+    for task in range(TASKS):
+        for i in range(6):
+            producer.produce(topic, value=b"part %d" % i, partition=task)
+    producer.flush(30)
+    cursors = [(task_offset_key(source, p, t), encode_u64(40 + p)) for t in range(TASKS) for p in range(2)]
+    with Store(tmp_path / "store") as store:
+        writer = ChangelogWriter(kafka, changelog, range(TASKS), by_task=True)
+        writer.start()
+        try:
+            offsets = [(task_offset_key(topic, t, t), encode_u64(6)) for t in range(TASKS)]
+            commit_batch(store, writer, [*cursors, *offsets])
+            derived = partial(cursors_apart, store, source, TASKS)
+            check_input(kafka, store, writer, topic, False, by_task=True, derived=derived)  # records its identity
+            admin = kafka.admin()
+            admin.delete_topics([topic])[topic].result()
+            wait_until(lambda: recreate(kafka, topic), 60, "the repartition topic to be re-created")
+            commit_batch(store, writer, [(task_part_key(source, 1, 2), encode_u64(1))])  # task 2 midway
+            with pytest.raises(BrewError, match=r"task 2 has applied a share of .*\[1\] in part.*--accept-input-loss"):
+                check_input(kafka, store, writer, topic, False, by_task=True, derived=derived)
+            commit_batch(store, writer, [(task_part_key(source, 1, 2), encode_u64(0)),
+                                         (task_offset_key(source, 0, 1), encode_u64(39))])  # task 1 behind
+            with pytest.raises(BrewError, match=r"task 0 at 40, task 1 at 39, task 2 at 40"):
+                check_input(kafka, store, writer, topic, False, by_task=True, derived=derived)
+            commit_batch(store, writer, [(task_offset_key(source, 0, 1), encode_u64(40))])
+            check_input(kafka, store, writer, topic, False, by_task=True, derived=derived)
+            held = decode_entries(store.scan(task_offset_prefix(topic))).task_offsets
+            check_input(kafka, store, writer, topic, False, by_task=True, derived=derived)  # its new identity kept
+        finally:
+            writer.close()
+    assert held == {t: {topic: {t: 0}} for t in range(TASKS)}
+
+
+def recreate(kafka: KafkaConnection, topic: str) -> bool:
+    try:
+        create_topic(kafka, topic, TASKS, REPARTITION)
+    except Exception:  # still being deleted
+        return False
+    return True

@@ -9,7 +9,8 @@ hot standby (warmed while the active purged its parts) takes over; the first sto
 behind, then catches up and goes on. The counts, the order counters and the DLQ equal the
 oracle, every count in its task's changelog partition, and the repartition topic is
 purged below what the tasks applied. Input lost before the input stage handed it on is
-refused, then skipped with --accept-input-loss. The direct pipeline then refuses the store
+refused, then skipped with --accept-input-loss; the repartition topic re-created loses
+nothing (every task had applied all it was handed). The direct pipeline then refuses the store
 in one line before it writes anything (a skip of lost input included), and the orders
 topic re-created under the shuffle is refused, even where its offsets already reach past
 the store's."""
@@ -145,6 +146,17 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     good += more[120:]
     assert_exact(pipe, dirs["state"], good, bad=bad)
 
+    # The repartition topic deleted and re-created: it is derived, and every task had
+    # applied all it was handed, so nothing is lost, unasked.
+    admin.delete_topics([pipe.topics.drink_count_repartition])[pipe.topics.drink_count_repartition].result()
+    wait_until(lambda: recreated(pipe, pipe.topics.drink_count_repartition), 60,
+               "the repartition topic to be re-created")
+    more = make_orders(200, seed=68)
+    produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in more))
+    good += more
+    assert run_now(pipe, spark, dirs, shuffle=True, max_offsets_per_trigger=80) == 0
+    assert_exact(pipe, dirs["state"], good, bad=bad)
+
     # The direct pipeline refuses the store before it writes anything for it, input it
     # could skip (lost, and accepted) included: the changelog is left as it was.
     where = produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(40, seed=67)), partition=0)
@@ -160,7 +172,7 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
     # only its identity tells. The shuffle's cursors cannot follow it: refused either way.
     handed_on = store_state(dirs["state"]).next_offsets(pipe.topics.orders)
     admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
-    wait_until(lambda: recreated(pipe), 60, "the orders topic to be re-created")
+    wait_until(lambda: recreated(pipe, pipe.topics.orders), 60, "the orders topic to be re-created")
     for partition, offset in handed_on.items():
         produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in make_orders(offset + 5, seed=66)),
                 partition=partition)
@@ -169,9 +181,9 @@ def test_a_direct_store_goes_on_through_the_shuffle_exact_through_kills(
             run_now(pipe, spark, dirs, shuffle=True, accept_input_loss=accept)
 
 
-def recreated(pipe: Pipeline) -> bool:
+def recreated(pipe: Pipeline, topic: str) -> bool:
     try:
-        return dict(create_topics(pipe.conn, 3, 1, pipe.topics)).get(pipe.topics.orders) == "created"
+        return dict(create_topics(pipe.conn, 3, 1, pipe.topics)).get(topic) == "created"
     except BrewError:  # still being deleted
         return False
 
