@@ -64,8 +64,8 @@ def share_ranges(planned: PlannedBatch, progress: Mapping[int, int],
     """Pure: each input partition's range ``[start, end)`` of a batch that moves it to
     ``ends``: from where the stage's last committed share of it ended (``progress``), or,
     for a partition it never handed on, from where Spark planned the batch to start it (0
-    when its checkpoint cannot tell). A batch planned to start past the progress would
-    skip the offsets between: ``CheckpointSkipped``."""
+    when its checkpoint cannot tell); none for a partition it read nothing of. A batch
+    planned to start past the progress would skip the offsets between: ``CheckpointSkipped``."""
     starts = planned.start or {}
     out = {}
     for p, end in sorted(ends.items()):
@@ -74,8 +74,8 @@ def share_ranges(planned: PlannedBatch, progress: Mapping[int, int],
             raise CheckpointSkipped(f"Spark's checkpoint starts input partition {p} at offset {starts[p]}, past "
                                     f"offset {start} where the input stage's last committed batch ended; drop the "
                                     "checkpoint (the stage then starts from its committed progress)")
-        if not start < end:
-            raise ValueError(f"input partition {p}: a batch ending at {end} moves nothing past {start}")
+        if start == end:
+            continue  # a partition the batch read nothing of (added under it, still empty): no share
         out[p] = (start, end)
     return out
 

@@ -62,12 +62,12 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: st
 
 
 @contextmanager
-def daemon_counting(pipe: Pipeline, d: Path, first: list[dict[str, Any]]) -> Iterator[Path]:
+def daemon_counting(pipe: Pipeline, d: Path, first: list[dict[str, Any]], *extra: str) -> Iterator[Path]:
     """A daemon that has counted ``first``, for the body to change its deployment under it;
     afterwards a SIGTERM, and the daemon must stop cleanly. Yields its log."""
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
     log = d / "d.log"
-    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--trigger", "200ms"), log=log)
+    daemon = pipe.spawn(*run_args(d, "--flush", "1s", "--trigger", "200ms", *extra), log=log)
     try:
         wait_until(lambda: f"processed={len(first)}" in log.read_text(), 180, "the first orders to be counted")
         yield log
@@ -300,11 +300,14 @@ def test_a_spark_home_that_is_not_this_spark_is_one_line_with_the_fix(pipe: Pipe
     assert counts_json(pipe.conn, tmp_path / "state")["counts"] == oracle(orders)
 
 
-def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipeline, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shuffle", [False, True], ids=["direct", "shuffle"])
+def test_input_partitions_added_under_a_running_daemon_are_counted(pipe: Pipeline, tmp_path: Path,
+                                                                   shuffle: bool) -> None:
     """An operator grows the input topic while the daemon runs: the new partitions are read
-    from their start and every order is counted once."""
+    from their start and every order is counted once, behind the shuffle too (its input
+    stage first plans them empty)."""
     first = make_orders(400, seed=70)
-    with daemon_counting(pipe, tmp_path, first) as log:
+    with daemon_counting(pipe, tmp_path, first, *(["--shuffle"] if shuffle else [])) as log:
         admin = pipe.conn.admin()
         for f in admin.create_partitions([NewPartitions(pipe.topics.orders, 6)]).values():
             f.result()
