@@ -108,6 +108,12 @@ def task_offset_prefix(topic: str) -> bytes:
     return _TASK_OFFSET + topic.encode() + b"\x00"
 
 
+def task_prefixes() -> tuple[bytes, ...]:
+    """The families a shuffle's tasks keep of their own, whatever the topic: their input
+    offsets and parts (the cursors, and their repartition offsets), and the tasked marker."""
+    return (_TASK_OFFSET, _TASK_PART, _TASKED)
+
+
 def spread_offsets(entries: Iterable[Entry], tasks: Iterable[int], legacy: Collection[bytes] = ()) -> list[Entry]:
     """A batch's entries with each input offset (``offset_key``) written as every task's
     own (``task_offset_key``), and the store-wide key it replaces deleted where ``legacy``

@@ -21,11 +21,13 @@ from restorer.codec import (
     offset_key,
     pinned_prefixes,
     position_prefix,
+    task_prefixes,
 )
 from restorer.commit import commit_batch
 from restorer.integrity import plan_start, unapplied
 from restorer.progress import RestoreProgress
 from restorer.reader import RestoreResult, ValueCheck, apply_changelog, store_facts, view_changelog
+from restorer.repartition import cursors_apart
 from restorer.store import StateDir, Store
 from restorer.tasks import BY_WHOLE_KEY, Routing
 from topics.clock import wait_until
@@ -92,7 +94,12 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
                 apply_changelog(conn, changelog, store, start={p: 0 for p in range(old.partitions)},
                                 on_progress=progress.update, check_value=check_value,
                                 built_partitions=int(built) if built else None)
+        # Behind a shuffle the tasks' own keys are numbered by the old count: the store goes
+        # on as if counted directly up to where they all stand (``_one_place``).
+        offsets, shuffled = _one_place(store)
         forget = [(k, None) for k, _ in store.scan(position_prefix())]
+        if shuffled:
+            forget += [(k, None) for prefix in task_prefixes() for k, _ in store.scan(prefix)]
         # The markers of partitions a smaller changelog will not have: published, they would
         # go to partitions that do not exist; kept, the store would go on reporting batches
         # and shapes of a changelog that is gone.
@@ -103,17 +110,39 @@ def republish_changelog(conn: KafkaConnection, changelog: str, topic_config: dic
         _recreate(conn, changelog, partitions, replication_factor, topic_config)
         writer = ChangelogWriter(conn, changelog, list(range(partitions)), routing=routing)
         writer.start()
-        # Every task of the new count gets the store's input offsets as its own.
-        held = store.read_all().offsets
-        offsets: list[Entry] = [(offset_key(topic, p), encode_u64(o)) for topic, parts in held.items()
-                                for p, o in parts.items()]
         try:
             done = commit_batch(store, writer, offsets, republish=True)
         finally:
             writer.close()
         keys = store.key_count()
+    shuffle = (f"; for run --shuffle its repartition topic needs {partitions} partitions too (delete it, then "
+               f"`brewstream topics create --tasks {partitions}`)") if shuffled else ""
     return (f"republished {changelog} with {partitions} partitions (replication factor {replication_factor}): "
-            f"the store's {keys} keys, as batch {done.seq}")
+            f"the store's {keys} keys, as batch {done.seq}{shuffle}")
+
+
+def _one_place(store: Store) -> tuple[list[Entry], bool]:
+    """The store's input offsets, for every task of the new count to take as its own, and
+    whether the store was counted through the shuffle (``restorer.shuffle``). Such a store
+    holds each task's cursors instead, numbered by the old count: they move only where every
+    task stands at one place on each input partition (``repartition.cursors_apart``), which
+    is then the store's offset there, as if counted directly (the shuffle goes on from such
+    a store). Apart, a key moving to another task would take that task's cursor, ahead of
+    its own, and never get the shares between: refused. The tasks' offsets on the
+    repartition topic are no input offsets: that topic is re-created with the new count."""
+    state = store.read_all()
+    sources = {topic for per in state.task_parts.values() for topic in per}
+    if sources:
+        tasks = 1 + max((t for t, per in state.task_offsets.items() if sources & set(per)), default=-1)
+        for source in sorted(sources):
+            why = cursors_apart(store, source, tasks)
+            if why is not None:
+                raise BrewError(f"the store was counted through the shuffle, and its tasks do not stand at one "
+                                f"place: {why}; let them apply all they were handed first (brewstream run --shuffle "
+                                "--available-now), then republish")
+    derived = {topic for per in state.task_offsets.values() for topic in per} - sources if sources else set()
+    return [(offset_key(topic, p), encode_u64(o)) for topic, parts in state.offsets.items() if topic not in derived
+            for p, o in parts.items()], bool(sources)
 
 
 def _recreate(conn: KafkaConnection, topic: str, partitions: int, replication_factor: int,

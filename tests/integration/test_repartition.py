@@ -217,3 +217,49 @@ def recreate(kafka: KafkaConnection, topic: str) -> bool:
     except Exception:  # still being deleted
         return False
     return True
+
+
+def test_a_store_counted_through_the_shuffle_republishes_only_with_its_tasks_at_one_place(
+        kafka: KafkaConnection, tmp_path: Path) -> None:
+    """republish-changelog to another task count: the tasks' cursors are numbered by the old
+    count, so they move only where every task stands at one place on each input partition,
+    as the store's offsets (its keys then in their tasks' partitions of the new count, its
+    repartition offsets left behind); a task behind is refused, and nothing is deleted."""
+    from restorer.restore import republish_changelog
+    from service.drink_count.counts import check_count
+
+    stamp = f"move-{time.time_ns()}"
+    changelog, source, repartition = f"{stamp}.changelog", f"{stamp}.orders", f"{stamp}.repartition"
+    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
+    drinks = {f"drink {i}".encode(): encode_u64(i + 1) for i in range(30)}
+    cursors = [e for t in range(TASKS) for p in range(2)
+               for e in ((task_offset_key(source, p, t), encode_u64(70 + p)),
+                         (task_part_key(source, p, t), encode_u64(0)))]
+    state = tmp_path / "state"
+    state.mkdir()
+    with Store(state / "store") as store:
+        writer = ChangelogWriter(kafka, changelog, range(TASKS), by_task=True)
+        writer.start()
+        try:
+            commit_batch(store, writer, [*drinks.items(), *cursors, (task_offset_key(repartition, 1, 1), encode_u64(9)),
+                                         (task_part_key(source, 1, 3), encode_u64(2))])  # task 3: midway
+        finally:
+            writer.close()
+    with pytest.raises(BrewError, match=r"do not stand at one place: task 3 has applied a share .*--available-now"):
+        republish_changelog(kafka, changelog, {"cleanup.policy": "compact"}, state, TASKS + 1, 1, check_count)
+    assert {m.partition() for m in read_topic(kafka, changelog)} == set(range(TASKS)), "the changelog was deleted"
+
+    with Store(state / "store") as store:
+        writer = ChangelogWriter(kafka, changelog, range(TASKS), by_task=True)
+        writer.start()
+        try:
+            commit_batch(store, writer, [(task_part_key(source, 1, 3), encode_u64(0))])
+        finally:
+            writer.close()
+    republish_changelog(kafka, changelog, {"cleanup.policy": "compact"}, state, TASKS + 1, 1, check_count)
+    with Store(state / "store", read_only=True) as store:
+        held = store.read_all()
+    assert held.offsets == {source: {0: 70, 1: 71}} and not held.task_parts
+    assert set(held.task_offsets) == set(range(TASKS + 1))
+    latest = {m.key(): (m.partition(), m.value()) for m in read_topic(kafka, changelog) if m.key() in drinks}
+    assert latest == {k: (task_of(k, TASKS + 1), v) for k, v in drinks.items()}
