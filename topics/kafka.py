@@ -511,7 +511,8 @@ def serving_problem(conn: KafkaConnection, topics: Sequence[str], timeout: float
         _raise_if_refused(conn, topic, info)
         if info is None or info.error is not None:
             detail = f" ({info.error.str()})" if info is not None and info.error is not None else ""
-            return f"topic {topic} is not in the cluster's metadata{detail}"
+            return (f"topic {topic} is not in the cluster's metadata{detail}; if it was deleted, `brewstream topics "
+                    "create` makes it again")
         leaderless = sorted(p for p, part in info.partitions.items() if part.leader < 0 or part.error is not None)
         if leaderless:
             return f"{topic} partition {leaderless[0]} has no leader"

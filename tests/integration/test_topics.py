@@ -1,6 +1,8 @@
+import time
+
 from tests.support.helpers import brew
 from topics.catalog import ALL_TOPICS, CHANGELOG
-from topics.kafka import KafkaConnection
+from topics.kafka import KafkaConnection, serving_problem
 
 
 def test_create_twice_and_describe(kafka: KafkaConnection) -> None:
@@ -13,3 +15,11 @@ def test_create_twice_and_describe(kafka: KafkaConnection) -> None:
     assert "partitions=3" in changelog
     assert "cleanup.policy=compact" in changelog
     assert "min.cleanable.dirty.ratio=0.01" in changelog
+
+
+def test_a_topic_missing_from_the_cluster_is_said_with_the_command_that_makes_it(kafka: KafkaConnection) -> None:
+    """What a daemon waits on while a topic it needs is gone (deleted under it): the wait
+    says so, and how to end it."""
+    problem = serving_problem(kafka, [f"gone-{time.time_ns()}"])
+    assert problem is not None and "is not in the cluster's metadata" in problem
+    assert "`brewstream topics create` makes it again" in problem
