@@ -269,7 +269,8 @@ class Daemon:
             if failure:
                 gone = self._deleted_topics()
                 if gone:
-                    raise BrewError(f"the {self.p.name} query failed: {', '.join(gone)} was deleted while it ran; "
+                    raise BrewError(f"the {self.p.name} query failed: {', '.join(gone)} "
+                                    f"{'was' if len(gone) == 1 else 'were'} deleted while it ran; "
                                     "create the topics with `brewstream topics create` and start it again: progress "
                                     "is kept")
                 raise BrewError(f"the {self.p.name} query failed: {failure}; progress is kept, start it again to "

@@ -342,11 +342,25 @@ def test_input_lost_upstream_is_a_decision_not_a_crash(pipe: Pipeline, tmp_path:
 
 
 def test_an_input_topic_recreated_is_a_decision_not_a_crash(pipe: Pipeline, tmp_path: Path) -> None:
+    """The input topic deleted under a running daemon ends it in one line naming the topic
+    and the command that makes it again; re-created, the input it lost is refused, then
+    skipped when accepted."""
     first = make_orders(300, seed=60)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in first))
-    assert available_now(pipe, tmp_path).returncode == 0
+    log = tmp_path / "d.log"
+    daemon = pipe.spawn(*run_args(tmp_path, "--flush", "1s", "--trigger", "200ms"), log=log)
     admin = pipe.conn.admin()
-    admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
+    try:
+        wait_until(lambda: f"processed={len(first)}" in log.read_text(), 180, "the first orders to be counted")
+        admin.delete_topics([pipe.topics.orders])[pipe.topics.orders].result()
+        assert daemon.wait(120) != 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    said = log.read_text()
+    last = [ln for ln in said.splitlines() if ln.strip()][-1]
+    assert "Traceback" not in said and last.startswith("brewstream: error: "), said[-3000:]
+    assert pipe.topics.orders in last and "`brewstream topics create`" in last, last
     wait_until(lambda: dict(_create(pipe)).get(pipe.topics.orders) == "created", 60, "the input to be re-created")
     second = make_orders(100, seed=61)
     produce(pipe.conn, pipe.topics.orders, (order_bytes(o) for o in second))
