@@ -134,6 +134,21 @@ def test_each_task_applies_every_share_once_through_a_replay_a_fence_and_a_purge
 
 
 
+def repartition_with_records(kafka: KafkaConnection, name: str, per_task: int) -> tuple[str, str]:
+    """A new repartition topic with ``per_task`` records in each task's partition, and a
+    new changelog of as many partitions: their names."""
+    stamp = f"{name}-{time.time_ns()}"
+    topic, changelog = f"{stamp}.repartition", f"{stamp}.changelog"
+    create_topic(kafka, topic, TASKS, REPARTITION)
+    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
+    producer = kafka.producer()
+    for task in range(TASKS):
+        for i in range(per_task):
+            producer.produce(topic, value=b"part %d" % i, partition=task)
+    producer.flush(30)
+    return topic, changelog
+
+
 def test_repartition_input_lost_and_accepted_moves_only_its_tasks_offset(kafka: KafkaConnection,
                                                                           tmp_path: Path) -> None:
     """Parts lost from the repartition topic before their task applied them: refused, then,
@@ -142,15 +157,7 @@ def test_repartition_input_lost_and_accepted_moves_only_its_tasks_offset(kafka: 
     least of them there for good, and the purge and the replay filter with it)."""
     from service.engine.input_guard import check_input
 
-    stamp = f"guard-{time.time_ns()}"
-    topic, changelog = f"{stamp}.repartition", f"{stamp}.changelog"
-    create_topic(kafka, topic, TASKS, REPARTITION)
-    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
-    producer = kafka.producer()
-    for task in range(TASKS):
-        for i in range(10):
-            producer.produce(topic, value=b"part %d" % i, partition=task)
-    producer.flush(30)
+    topic, changelog = repartition_with_records(kafka, "guard", 10)
     with Store(tmp_path / "store") as store:
         writer = ChangelogWriter(kafka, changelog, range(TASKS))
         writer.start()
@@ -174,15 +181,8 @@ def test_a_repartition_topic_recreated_loses_nothing_when_every_task_stands_at_o
     task had not applied what it was handed), it is refused, naming them."""
     from service.engine.input_guard import check_input
 
-    stamp = f"again-{time.time_ns()}"
-    topic, changelog, source = f"{stamp}.repartition", f"{stamp}.changelog", f"{stamp}.orders"
-    create_topic(kafka, topic, TASKS, REPARTITION)
-    create_topic(kafka, changelog, TASKS, {"cleanup.policy": "compact"})
-    producer = kafka.producer()
-    for task in range(TASKS):
-        for i in range(6):
-            producer.produce(topic, value=b"part %d" % i, partition=task)
-    producer.flush(30)
+    topic, changelog = repartition_with_records(kafka, "again", 6)
+    source = topic.removesuffix(".repartition") + ".orders"
     cursors = [(task_offset_key(source, p, t), encode_u64(40 + p)) for t in range(TASKS) for p in range(2)]
     with Store(tmp_path / "store") as store:
         writer = ChangelogWriter(kafka, changelog, range(TASKS), by_task=True)
